@@ -1,0 +1,163 @@
+package config
+
+import "time"
+
+// Config is a whole Ballast configuration file, after defaults are applied.
+type Config struct {
+	Listeners []Listener `yaml:"listeners"`
+	Routes    []Route    `yaml:"routes"`
+	Pools     []Pool     `yaml:"pools"`
+	Admin     Admin      `yaml:"admin"`
+	Logging   Logging    `yaml:"logging"`
+}
+
+// Listener is one address Ballast accepts client connections on.
+type Listener struct {
+	Name    string `yaml:"name"`
+	Address string `yaml:"address"`
+	// TLS, when set, terminates TLS on this listener.
+	TLS *TLS `yaml:"tls,omitempty"`
+	// ReadHeaderTimeout bounds how long a client may take to send its request headers (slowloris).
+	ReadHeaderTimeout Duration `yaml:"read_header_timeout"`
+	// IdleTimeout closes a client keep-alive connection that sent nothing for this long.
+	IdleTimeout Duration `yaml:"idle_timeout"`
+	// MaxHeaderBytes caps the request line plus headers; larger requests get 431.
+	MaxHeaderBytes int `yaml:"max_header_bytes"`
+	// MaxKeepAliveRequests closes a client connection after this many requests; 0 = unlimited.
+	MaxKeepAliveRequests int `yaml:"max_keepalive_requests"`
+	// ExposeBackend adds the X-Ballast-Backend response header naming the backend that served.
+	ExposeBackend bool `yaml:"expose_backend"`
+}
+
+// TLS names a certificate and key in PEM files.
+type TLS struct {
+	Cert string `yaml:"cert"`
+	Key  string `yaml:"key"`
+}
+
+// Route sends requests matching a host and a path prefix to a pool. Routes are matched in order;
+// an empty Host matches every host and an empty PathPrefix every path.
+type Route struct {
+	Listener   string `yaml:"listener"` // empty = every listener
+	Host       string `yaml:"host"`
+	PathPrefix string `yaml:"path_prefix"`
+	Pool       string `yaml:"pool"`
+}
+
+// Pool is a set of backends balanced by one algorithm.
+type Pool struct {
+	Name     string `yaml:"name"`
+	Balancer string `yaml:"balancer"` // a name from balance.Names()
+	// MaxInit is vnswrr's build batch (Tengine's max_init).
+	MaxInit int `yaml:"max_init"`
+	// TableSize is maglev's lookup-table size (a prime).
+	TableSize int `yaml:"table_size"`
+	// HashBalanceFactor bounds ringhash loads, e.g. 1.25; 0 = unbounded.
+	HashBalanceFactor float64 `yaml:"hash_balance_factor"`
+	// HashKey says what hash balancers hash.
+	HashKey HashKey `yaml:"hash_key"`
+
+	Backends []Backend `yaml:"backends"`
+
+	// MaxConns is the default per-backend connection limit (lighttpd's max-pool-size); 0 = none.
+	MaxConns int `yaml:"max_conns"`
+	// MaxQueue bounds the pool's backlog queue; requests beyond it get 503. 0 = no queue.
+	MaxQueue int `yaml:"max_queue"`
+	// QueueTimeout is the longest a request waits in the backlog queue before a 503.
+	QueueTimeout Duration `yaml:"queue_timeout"`
+
+	Retries   Retries   `yaml:"retries"`
+	Hedge     Hedge     `yaml:"hedge"`
+	Timeouts  Timeouts  `yaml:"timeouts"`
+	KeepAlive KeepAlive `yaml:"keepalive"`
+
+	// SlowStart ramps a returning or added backend's weight from 10 % to full over this window.
+	SlowStart Duration    `yaml:"slow_start"`
+	Health    HealthCheck `yaml:"health_check"`
+	Outlier   Outlier     `yaml:"outlier"`
+}
+
+// HashKey selects the request attribute hash balancers map to a backend.
+type HashKey struct {
+	Source string `yaml:"source"` // source_ip | uri | header | cookie
+	Name   string `yaml:"name"`   // the header or cookie name
+}
+
+// Backend is one server of a pool.
+type Backend struct {
+	Address  string `yaml:"address"` // host:port
+	Name     string `yaml:"name"`    // defaults to Address; the stable identity
+	Weight   int    `yaml:"weight"`  // default 1; 0 = no new traffic
+	Backup   bool   `yaml:"backup"`
+	Down     bool   `yaml:"down"`
+	MaxConns int    `yaml:"max_conns"` // overrides the pool's max_conns
+}
+
+// Retries moves a failed request to a different backend.
+type Retries struct {
+	// Attempts is the number of tries in all, first one included (default 3).
+	Attempts int `yaml:"attempts"`
+	// Budget caps retries (and hedges) at this fraction of requests (default 0.2).
+	Budget float64 `yaml:"budget"`
+	// NonIdempotent also retries POST/PATCH when the backend never received the request.
+	NonIdempotent bool `yaml:"non_idempotent"`
+}
+
+// Hedge sends a copy of a slow idempotent request to another backend; the first answer wins.
+type Hedge struct {
+	Delay     Duration `yaml:"delay"`      // 0 = hedging off
+	MaxHedges int      `yaml:"max_hedges"` // extra copies at most (default 1)
+}
+
+// Timeouts of the backend side.
+type Timeouts struct {
+	Connect  Duration `yaml:"connect"`  // default 2s
+	Response Duration `yaml:"response"` // time to response headers, default 60s; 504 after
+	Idle     Duration `yaml:"idle"`     // idle backend keep-alive connections close after, default 60s
+}
+
+// KeepAlive limits pooled backend connections.
+type KeepAlive struct {
+	MaxIdle     int `yaml:"max_idle"`     // idle connections kept per backend (default 64)
+	MaxRequests int `yaml:"max_requests"` // requests per backend connection; 0 = unlimited
+}
+
+// HealthCheck is the pool's active check; Interval 0 turns it off.
+type HealthCheck struct {
+	Type         string   `yaml:"type"` // http | tcp
+	Method       string   `yaml:"method"`
+	Path         string   `yaml:"path"`
+	Host         string   `yaml:"host"`
+	ExpectStatus string   `yaml:"expect_status"` // e.g. "200-399"
+	ExpectBody   string   `yaml:"expect_body"`
+	Interval     Duration `yaml:"interval"`
+	DownInterval Duration `yaml:"down_interval"`
+	Timeout      Duration `yaml:"timeout"`
+	Rise         int      `yaml:"rise"`
+	Fall         int      `yaml:"fall"`
+}
+
+// Outlier is passive health: eject backends that keep failing.
+type Outlier struct {
+	ConsecutiveFailures int      `yaml:"consecutive_failures"` // 0 = off
+	Include5xx          bool     `yaml:"include_5xx"`
+	BaseEjection        Duration `yaml:"base_ejection"`
+	MaxEjectionPercent  int      `yaml:"max_ejection_percent"`
+	PanicThreshold      int      `yaml:"panic_threshold_percent"`
+}
+
+// Admin is the runtime API, status page and metrics listener.
+type Admin struct {
+	Address string `yaml:"address"` // empty = off
+	Token   string `yaml:"token"`   // bearer token for changes; required unless loopback-only
+}
+
+// Logging configures the error and access logs.
+type Logging struct {
+	Level  string `yaml:"level"`  // debug | info | warn | error
+	Format string `yaml:"format"` // text | json
+	Access bool   `yaml:"access"` // access log, off by default
+}
+
+// Duration is a time.Duration written like "5s" or "250ms" in YAML.
+type Duration struct{ time.Duration }
