@@ -1,0 +1,487 @@
+package sim
+
+import (
+	"container/heap"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"ballast/balance"
+)
+
+// Result is one algorithm's outcome on one scenario.
+type Result struct {
+	Algorithm string
+	// Makespan is the virtual time at which the last response reached the client.
+	Makespan time.Duration
+	// Throughput is responses per virtual second; 0 when the makespan is 0.
+	Throughput float64
+	// Split counts the responses each backend delivered (hedge losers are not counted),
+	// keyed by backend ID; every backend appears.
+	Split map[string]int
+	// Latency is the client's view: from sending a request to its response.
+	Latency Percentiles
+	// Responses is the number of requests answered (always Requests); Failed of them got
+	// balance.ErrNoBackend instead of a backend's response.
+	Responses, Failed int
+	// Hedges is the number of extra copies sent, HedgeWins how many of them answered first,
+	// Cancelled how many copies (originals or hedges) were cancelled as losers.
+	Hedges, HedgeWins, Cancelled int
+	// MaxBacklog is the longest the central backlog queue grew.
+	MaxBacklog int
+}
+
+// Percentiles summarises a latency sample by nearest rank.
+type Percentiles struct {
+	P50, P90, P99, Max time.Duration
+}
+
+// Run simulates sc with the named algorithm (any name or alias balance.Lookup accepts).
+func Run(sc Scenario, algorithm string) (Result, error) {
+	if err := sc.Validate(); err != nil {
+		return Result{}, fmt.Errorf("scenario %s: %w", sc.Name, err)
+	}
+	alg, err := balance.Lookup(algorithm)
+	if err != nil {
+		return Result{}, err
+	}
+	e := newEngine(sc)
+	e.needsKey = alg.Caps.NeedsKey
+	bs := make([]balance.Backend, len(sc.Backends))
+	for i, b := range sc.Backends {
+		w := b.Weight
+		if w == 0 {
+			w = 1
+		}
+		bs[i] = balance.Backend{ID: b.ID, Weight: w}
+	}
+	p, err := alg.New(bs, balance.Options{
+		Load: modelLoad{e},
+		Rand: rand.New(rand.NewPCG(sc.RandSeed, 0x9e3779b97f4a7c15)),
+	})
+	if err != nil {
+		return Result{}, err
+	}
+	e.picker = p
+	e.tracker, _ = p.(balance.Tracker)
+	return e.run(algorithm)
+}
+
+type eventKind uint8
+
+const (
+	evDone  eventKind = iota // a copy's service ends
+	evHedge                  // a request's hedge timer fires
+)
+
+type event struct {
+	at   time.Duration
+	seq  uint64
+	kind eventKind
+	a    *attempt
+	r    *request
+}
+
+// eventHeap orders events by time, then by the order they were scheduled, so that a run is
+// deterministic even when many events share an instant (zero service times).
+type eventHeap []event
+
+func (h eventHeap) Len() int { return len(h) }
+func (h eventHeap) Less(i, j int) bool {
+	if h[i].at != h[j].at {
+		return h[i].at < h[j].at
+	}
+	return h[i].seq < h[j].seq
+}
+func (h eventHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h *eventHeap) Push(x any)   { *h = append(*h, x.(event)) }
+func (h *eventHeap) Pop() any {
+	old := *h
+	ev := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return ev
+}
+
+type request struct {
+	idx      int
+	key      uint64
+	sent     time.Duration
+	tried    balance.Tried
+	attempts []*attempt
+	hedges   int
+	done     bool
+}
+
+type attemptState uint8
+
+const (
+	queued attemptState = iota
+	serving
+	finished
+	cancelled
+)
+
+// attempt is one copy of a request on one backend.
+type attempt struct {
+	r          *request
+	backend    int
+	dispatched time.Duration
+	service    time.Duration
+	hedge      bool
+	state      attemptState
+}
+
+// fifo is a slice-backed queue that reclaims its consumed prefix.
+type fifo[T any] struct {
+	items []T
+	head  int
+}
+
+func (q *fifo[T]) len() int { return len(q.items) - q.head }
+func (q *fifo[T]) push(x T) { q.items = append(q.items, x) }
+func (q *fifo[T]) peek() T  { return q.items[q.head] }
+func (q *fifo[T]) pop() T {
+	var zero T
+	x := q.items[q.head]
+	q.items[q.head] = zero
+	q.head++
+	if q.head > 64 && q.head*2 > len(q.items) {
+		n := copy(q.items, q.items[q.head:])
+		clear(q.items[n:])
+		q.items = q.items[:n]
+		q.head = 0
+	}
+	return x
+}
+
+type backendState struct {
+	inflight int64
+	busy     int
+	queue    fifo[*attempt]
+	ewma     balance.PeakEWMA // Tau set once by newEngine
+}
+
+type engine struct {
+	sc       Scenario
+	now      time.Duration
+	seq      uint64
+	events   eventHeap
+	picker   balance.Picker
+	tracker  balance.Tracker
+	needsKey bool
+	svcRand  *rand.Rand
+	bes      []backendState
+	backlog  fifo[*request]
+
+	issued, answered, wantIssue int
+	lastResponse                time.Duration
+	latencies                   []time.Duration
+	served                      []int
+	res                         Result
+	err                         error
+}
+
+func newEngine(sc Scenario) *engine {
+	e := &engine{
+		sc:        sc,
+		svcRand:   rand.New(rand.NewPCG(sc.RandSeed, 0xda942042e4dd58b5)),
+		bes:       make([]backendState, len(sc.Backends)),
+		served:    make([]int, len(sc.Backends)),
+		latencies: make([]time.Duration, 0, sc.Requests),
+	}
+	for i := range e.bes {
+		e.bes[i].ewma.Tau = sc.EWMADecay
+	}
+	return e
+}
+
+func (e *engine) schedule(ev event) {
+	ev.seq = e.seq
+	e.seq++
+	heap.Push(&e.events, ev)
+}
+
+func (e *engine) run(algorithm string) (Result, error) {
+	e.wantIssue = min(e.sc.Concurrency, e.sc.Requests)
+	e.issueWanted()
+	for e.err == nil && e.events.Len() > 0 {
+		ev := heap.Pop(&e.events).(event)
+		e.now = ev.at
+		switch ev.kind {
+		case evDone:
+			e.finish(ev.a)
+		case evHedge:
+			e.hedge(ev.r)
+		}
+		if e.events.Len() == 0 || e.events[0].at > e.now {
+			e.issueWanted()
+		}
+	}
+	if e.err != nil {
+		return Result{}, e.err
+	}
+	if e.answered != e.sc.Requests {
+		return Result{}, fmt.Errorf("sim %s/%s: %d of %d requests answered, %d stuck in the backlog: a response was lost",
+			e.sc.Name, algorithm, e.answered, e.sc.Requests, e.backlog.len())
+	}
+	total := e.res.Failed
+	for _, n := range e.served {
+		total += n
+	}
+	for i := range e.bes {
+		be := &e.bes[i]
+		if be.inflight != 0 || be.busy != 0 {
+			return Result{}, fmt.Errorf("sim %s/%s: backend %s ends with %d in flight and %d workers busy",
+				e.sc.Name, algorithm, e.sc.Backends[i].ID, be.inflight, be.busy)
+		}
+		for be.queue.len() > 0 {
+			if a := be.queue.pop(); a.state != cancelled {
+				return Result{}, fmt.Errorf("sim %s/%s: backend %s ends with a request still queued",
+					e.sc.Name, algorithm, e.sc.Backends[i].ID)
+			}
+		}
+	}
+	if total != e.sc.Requests {
+		return Result{}, fmt.Errorf("sim %s/%s: backends answered %d responses for %d requests", e.sc.Name, algorithm, total, e.sc.Requests)
+	}
+	r := e.res
+	r.Algorithm = algorithm
+	r.Responses = e.answered
+	r.Makespan = e.lastResponse
+	if r.Makespan > 0 {
+		r.Throughput = float64(e.answered) / r.Makespan.Seconds()
+	}
+	r.Split = make(map[string]int, len(e.served))
+	for i, n := range e.served {
+		r.Split[e.sc.Backends[i].ID] = n
+	}
+	r.Latency = percentiles(e.latencies)
+	return r, nil
+}
+
+// issueWanted lets the client send the requests that responses have made room for. It runs
+// once every event of the current instant has been handled, never inside one: the client reacts
+// an infinitesimal moment after a response, so it sees every slot and worker freed at that
+// instant (which is what reproduces SCENARIOS.md's model figures), the backlog is served before
+// new requests, and a chain of failures cannot recurse.
+func (e *engine) issueWanted() {
+	for e.err == nil && e.wantIssue > 0 && e.issued < e.sc.Requests {
+		e.wantIssue--
+		e.issue()
+	}
+	if e.issued >= e.sc.Requests {
+		e.wantIssue = 0
+	}
+}
+
+func (e *engine) issue() {
+	r := &request{idx: e.issued, sent: e.now}
+	e.issued++
+	if e.needsKey {
+		r.key = splitmix64(uint64(r.idx))
+	}
+	if e.sc.Hedge.Delay > 0 {
+		e.schedule(event{at: e.now + e.sc.Hedge.Delay, kind: evHedge, r: r})
+	}
+	if e.backlog.len() > 0 {
+		// Earlier requests are waiting for a slot: this one queues behind them (FIFO).
+		e.enqueue(r)
+		return
+	}
+	b, err := e.picker.Pick(r.key, r.tried)
+	switch {
+	case err == nil:
+		e.dispatch(r, b, false)
+	case errors.Is(err, balance.ErrBusy):
+		e.enqueue(r)
+	case errors.Is(err, balance.ErrNoBackend):
+		e.fail(r)
+	default:
+		e.err = fmt.Errorf("sim %s: pick: %w", e.sc.Name, err)
+	}
+}
+
+func (e *engine) enqueue(r *request) {
+	e.backlog.push(r)
+	e.res.MaxBacklog = max(e.res.MaxBacklog, e.backlog.len())
+}
+
+// drain re-runs the balancer for the backlog's head while it finds a free slot.
+func (e *engine) drain() {
+	for e.err == nil && e.backlog.len() > 0 {
+		r := e.backlog.peek()
+		b, err := e.picker.Pick(r.key, r.tried)
+		switch {
+		case err == nil:
+			e.backlog.pop()
+			e.dispatch(r, b, false)
+		case errors.Is(err, balance.ErrBusy):
+			return
+		case errors.Is(err, balance.ErrNoBackend):
+			e.backlog.pop()
+			e.fail(r)
+		default:
+			e.err = fmt.Errorf("sim %s: pick: %w", e.sc.Name, err)
+		}
+	}
+}
+
+func (e *engine) dispatch(r *request, b int, hedge bool) {
+	if b < 0 || b >= len(e.bes) {
+		e.err = fmt.Errorf("sim %s: picker returned backend %d of %d", e.sc.Name, b, len(e.bes))
+		return
+	}
+	if r.tried.Has(b) {
+		e.err = fmt.Errorf("sim %s: picker returned backend %d that request %d already tried", e.sc.Name, b, r.idx)
+		return
+	}
+	r.tried.Add(b)
+	a := &attempt{r: r, backend: b, dispatched: e.now, hedge: hedge,
+		service: e.sc.Backends[b].Service.draw(r.idx, e.svcRand)}
+	r.attempts = append(r.attempts, a)
+	be := &e.bes[b]
+	be.inflight++
+	e.update(b)
+	if w := e.sc.Backends[b].Workers; w == 0 || be.busy < w {
+		e.start(a)
+		return
+	}
+	a.state = queued
+	be.queue.push(a)
+}
+
+func (e *engine) start(a *attempt) {
+	a.state = serving
+	e.bes[a.backend].busy++
+	e.schedule(event{at: e.now + a.service, kind: evDone, a: a})
+}
+
+// startNext gives backend b's free workers to the oldest copies still queued inside it.
+func (e *engine) startNext(b int) {
+	w := e.sc.Backends[b].Workers
+	be := &e.bes[b]
+	for (w == 0 || be.busy < w) && be.queue.len() > 0 {
+		if a := be.queue.pop(); a.state == queued {
+			e.start(a)
+		}
+	}
+}
+
+func (e *engine) update(b int) {
+	if e.tracker != nil {
+		e.tracker.Update(b, e.bes[b].inflight)
+	}
+}
+
+func (e *engine) finish(a *attempt) {
+	if a.state != serving {
+		return // a cancelled copy's stale completion
+	}
+	a.state = finished
+	be := &e.bes[a.backend]
+	be.busy--
+	e.startNext(a.backend)
+	be.inflight--
+	e.update(a.backend)
+	be.ewma.Observe(e.now-a.dispatched, e.now)
+	e.respond(a)
+	e.drain()
+}
+
+func (e *engine) respond(a *attempt) {
+	r := a.r
+	if r.done {
+		e.err = fmt.Errorf("sim %s: request %d answered twice", e.sc.Name, r.idx)
+		return
+	}
+	r.done = true
+	e.served[a.backend]++
+	if a.hedge {
+		e.res.HedgeWins++
+	}
+	for _, o := range r.attempts {
+		if o != a {
+			e.cancel(o)
+		}
+	}
+	e.answer(r)
+}
+
+func (e *engine) fail(r *request) {
+	if r.done {
+		e.err = fmt.Errorf("sim %s: request %d answered twice", e.sc.Name, r.idx)
+		return
+	}
+	r.done = true
+	e.res.Failed++
+	e.answer(r)
+}
+
+// answer delivers r's one response to the client, which will then send its next request.
+func (e *engine) answer(r *request) {
+	e.answered++
+	e.lastResponse = e.now
+	e.latencies = append(e.latencies, e.now-r.sent)
+	e.wantIssue++
+}
+
+// cancel withdraws a losing copy: out of its backend's queue or off its worker, and its
+// connection slot freed.
+func (e *engine) cancel(a *attempt) {
+	switch a.state {
+	case serving:
+		a.state = cancelled
+		e.bes[a.backend].busy--
+		e.startNext(a.backend)
+	case queued:
+		a.state = cancelled // startNext skips it
+	default:
+		return
+	}
+	e.bes[a.backend].inflight--
+	e.update(a.backend)
+	e.res.Cancelled++
+}
+
+// hedge sends one more copy of r if it is still unanswered and a backend it has not tried has
+// a free slot now; a request still waiting in the backlog is not hedged.
+func (e *engine) hedge(r *request) {
+	limit := e.sc.Hedge.Max
+	if limit == 0 {
+		limit = 1
+	}
+	if r.done || len(r.attempts) == 0 || r.hedges >= limit {
+		return
+	}
+	b, err := e.picker.Pick(r.key, r.tried)
+	if err != nil {
+		return
+	}
+	r.hedges++
+	e.res.Hedges++
+	e.dispatch(r, b, true)
+	if r.hedges < limit {
+		e.schedule(event{at: e.now + e.sc.Hedge.Delay, kind: evHedge, r: r})
+	}
+}
+
+// modelLoad is the balance.Load the pickers see, read straight from the model's state.
+type modelLoad struct{ e *engine }
+
+func (l modelLoad) InFlight(i int) int64 { return l.e.bes[i].inflight }
+
+func (l modelLoad) Full(i int) bool {
+	m := l.e.sc.MaxConns
+	return m > 0 && l.e.bes[i].inflight >= int64(m)
+}
+
+func (l modelLoad) Latency(i int) float64 { return l.e.bes[i].ewma.Value(l.e.now) }
+
+// splitmix64 spreads request indexes over the key space for hash algorithms.
+func splitmix64(x uint64) uint64 {
+	x += 0x9e3779b97f4a7c15
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9
+	x = (x ^ (x >> 27)) * 0x94d049bb133111eb
+	return x ^ (x >> 31)
+}
