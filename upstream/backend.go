@@ -1,0 +1,250 @@
+package upstream
+
+import (
+	"sync/atomic"
+	"time"
+
+	"ballast/balance"
+)
+
+// State is what a backend is doing now, for the status page, the API and the metrics. When
+// several conditions hold, the first in this order wins: disabled, draining, down, ejected,
+// slow-start, up.
+type State uint8
+
+const (
+	// StateUp: takes traffic at its full weight.
+	StateUp State = iota
+	// StateSlowStart: takes traffic at a weight that is still ramping up.
+	StateSlowStart
+	// StateDraining: no new requests; the ones in flight finish (runtime Drain).
+	StateDraining
+	// StateDisabled: no new requests (runtime Disable).
+	StateDisabled
+	// StateDown: configured down, or failing its active health check.
+	StateDown
+	// StateEjected: removed for a while by passive health (outlier detection).
+	StateEjected
+)
+
+var stateNames = [...]string{"up", "slow-start", "draining", "disabled", "down", "ejected"}
+
+// String is the lower-case name used in the API and the metrics.
+func (s State) String() string {
+	if int(s) < len(stateNames) {
+		return stateNames[s]
+	}
+	return "unknown"
+}
+
+// MarshalText makes State appear by name in JSON.
+func (s State) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
+
+// bconf is what the configuration says about one backend. It is immutable and replaced as a
+// whole on reload, so a pool that is built but not installed can put the old one back.
+type bconf struct {
+	weight   int64
+	backup   bool
+	down     bool
+	maxConns int64 // effective: the backend's own, else the pool's; 0 = unlimited
+}
+
+// origin is the zero of the monotonic durations the latency estimates are kept in.
+var origin = time.Now()
+
+// Backend is one server of a pool with its live counters. A Backend keeps its identity (ID)
+// across reloads and runtime changes, and with it its counters and its Transport.
+type Backend struct {
+	// ID is the stable identity: the configured name, or the address.
+	ID string
+	// Address is host:port.
+	Address string
+	// Transport is the proxy's per-backend client (e.g. a *fasthttp.HostClient). The proxy sets it
+	// once, before the pool is published; it is read-only afterwards and survives reloads.
+	Transport any
+
+	conf atomic.Pointer[bconf]
+
+	// Runtime state, written under the owning pool's writer mutex, read anywhere.
+	weightOverride atomic.Int64 // -1 = none
+	disabled       atomic.Bool
+	draining       atomic.Bool
+	healthDown     atomic.Bool
+	ejectedUntil   atomic.Int64 // unix nanoseconds; 0 = not ejected
+	rampFrom       atomic.Int64 // unix nanoseconds when it became usable; 0 = not ramping
+
+	// Live counters, written on the request path.
+	inflight atomic.Int64
+	requests atomic.Uint64
+	failures atomic.Uint64
+	statuses [6]atomic.Uint64 // by status class; 0 = no response
+	latency  balance.PeakEWMA
+
+	// owner is the pool whose snapshot lists this backend at index; Release routes Tracker
+	// updates there even when the request was acquired from a pool replaced by a reload.
+	owner atomic.Pointer[Pool]
+	index atomic.Int32
+}
+
+func newBackend(id, address string, c *bconf) *Backend {
+	b := &Backend{ID: id, Address: address}
+	b.conf.Store(c)
+	b.weightOverride.Store(-1)
+	b.index.Store(-1)
+	return b
+}
+
+// clock is the owner's clock (tests inject one), or the wall clock for a detached backend.
+func (b *Backend) clock() time.Time {
+	if p := b.owner.Load(); p != nil {
+		return p.now()
+	}
+	return time.Now()
+}
+
+// InFlight is the number of requests dispatched to the backend and not yet released.
+func (b *Backend) InFlight() int64 { return b.inflight.Load() }
+
+// Requests is the number of requests dispatched to the backend since it was created.
+func (b *Backend) Requests() uint64 { return b.requests.Load() }
+
+// Failures is the number of requests released as failed.
+func (b *Backend) Failures() uint64 { return b.failures.Load() }
+
+// CountStatus counts one response by its status class (1xx…5xx); anything else, including
+// 0 for "no response", counts in class 0.
+func (b *Backend) CountStatus(code int) {
+	c := code / 100
+	if c < 1 || c > 5 {
+		c = 0
+	}
+	b.statuses[c].Add(1)
+}
+
+// Responses returns the CountStatus counters: index 1..5 are the status classes, 0 the
+// requests that got no valid response.
+func (b *Backend) Responses() [6]uint64 {
+	var out [6]uint64
+	for i := range out {
+		out[i] = b.statuses[i].Load()
+	}
+	return out
+}
+
+// ConfigWeight is the weight the configuration gives.
+func (b *Backend) ConfigWeight() int { return int(b.conf.Load().weight) }
+
+// Weight is the weight in force: the runtime override if one is set, else the configured one.
+func (b *Backend) Weight() int {
+	if w := b.weightOverride.Load(); w >= 0 {
+		return int(w)
+	}
+	return int(b.conf.Load().weight)
+}
+
+// WeightOverridden reports whether SetWeight replaced the configured weight.
+func (b *Backend) WeightOverridden() bool { return b.weightOverride.Load() >= 0 }
+
+// EffectiveWeight is Weight reduced by slow start, the share the balancer uses now (to a tenth).
+func (b *Backend) EffectiveWeight() float64 {
+	w := b.Weight()
+	p := b.owner.Load()
+	if p == nil {
+		return float64(w)
+	}
+	return float64(p.rampedWeight(b, w*rampScale, p.now().UnixNano())) / rampScale
+}
+
+// Backup reports whether the backend only takes traffic when no primary is usable.
+func (b *Backend) Backup() bool { return b.conf.Load().backup }
+
+// MaxConns is the backend's connection limit (its own, else the pool's); 0 = unlimited.
+func (b *Backend) MaxConns() int { return int(b.conf.Load().maxConns) }
+
+// Healthy reports whether the active health check last found the backend up.
+func (b *Backend) Healthy() bool { return !b.healthDown.Load() }
+
+// EjectedUntil is when an outlier ejection ends; the zero time when the backend is not ejected.
+func (b *Backend) EjectedUntil() time.Time {
+	if u := b.ejectedUntil.Load(); u != 0 {
+		return time.Unix(0, u)
+	}
+	return time.Time{}
+}
+
+// LatencyEWMA is the decayed peak-EWMA of response times, 0 before the first response.
+func (b *Backend) LatencyEWMA() time.Duration {
+	return time.Duration(b.latency.Value(b.clock().Sub(origin)) * float64(time.Second))
+}
+
+// Index is the backend's position in its pool's list, the number to add to a balance.Tried so
+// that a retry avoids it; -1 once it has been removed.
+func (b *Backend) Index() int { return int(b.index.Load()) }
+
+// State is the backend's current state (see State for the precedence).
+func (b *Backend) State() State {
+	switch {
+	case b.disabled.Load():
+		return StateDisabled
+	case b.draining.Load():
+		return StateDraining
+	case b.conf.Load().down || b.healthDown.Load():
+		return StateDown
+	}
+	now := b.clock().UnixNano()
+	if u := b.ejectedUntil.Load(); u != 0 && now < u {
+		return StateEjected
+	}
+	if p := b.owner.Load(); p != nil && b.rampFrom.Load() != 0 {
+		if w := b.Weight() * rampScale; w > 0 && p.rampedWeight(b, w, now) < w {
+			return StateSlowStart
+		}
+	}
+	return StateUp
+}
+
+// usable reports whether the backend may take new requests at now, given its configuration c.
+func (b *Backend) usable(c *bconf, now int64) bool {
+	if c.down || b.disabled.Load() || b.draining.Load() || b.healthDown.Load() {
+		return false
+	}
+	if u := b.ejectedUntil.Load(); u != 0 && now < u {
+		return false
+	}
+	w := b.weightOverride.Load()
+	if w < 0 {
+		w = c.weight
+	}
+	return w > 0
+}
+
+// reserve counts one more request in flight unless that would exceed limit (0 = none). It is
+// a CAS loop, so two requests can never both take the last slot.
+func (b *Backend) reserve(limit int64) bool {
+	if limit <= 0 {
+		b.inflight.Add(1)
+		return true
+	}
+	for {
+		n := b.inflight.Load()
+		if n >= limit {
+			return false
+		}
+		if b.inflight.CompareAndSwap(n, n+1) {
+			return true
+		}
+	}
+}
+
+// observe records one finished request. A failure never makes the backend look faster than
+// its estimate: a backend refusing connections at once must not attract the ewma balancer.
+func (b *Backend) observe(now time.Time, latency time.Duration, failed bool) {
+	at := now.Sub(origin)
+	if failed {
+		b.failures.Add(1)
+		if cur := time.Duration(b.latency.Value(at) * float64(time.Second)); latency < cur {
+			latency = cur
+		}
+	}
+	b.latency.Observe(latency, at)
+}
