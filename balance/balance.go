@@ -124,7 +124,8 @@ type Options struct {
 	// TableSize is maglev's lookup-table size, a prime; 0 means 65537.
 	TableSize int
 	// BalanceFactor is ringhash's bound on load: a backend may carry at most
-	// ceil(factor × average in-flight); 0 means unbounded (plain consistent hashing).
+	// ceil(factor × (total in-flight + 1) × weight / Σweight) requests, counting the one being
+	// placed (HAProxy's hash-balance-factor / 100); 0 means unbounded (plain consistent hashing).
 	BalanceFactor float64
 }
 

@@ -20,7 +20,7 @@ var registry = map[string]Algorithm{
 	"ewma":       {Name: "ewma", Build: buildEWMA, Caps: Caps{NeedsLoad: true, Proportional: true}, Summary: "peak-EWMA latency x (in-flight+1), chosen by two random choices, O(1)"},
 	"carp":       {Name: "carp", Build: buildCARP, Caps: Caps{NeedsKey: true, Proportional: true}, Summary: "CARP (draft-vinod-carp-v1-03): highest combined hash x load-factor multiplier, O(n)"},
 	"maglev":     {Name: "maglev", Build: buildMaglev, Caps: Caps{NeedsKey: true, Proportional: true}, Summary: "Maglev consistent hashing: prime lookup table, O(1)"},
-	"ringhash":   {Name: "ringhash", Build: buildRingHash, Caps: Caps{NeedsKey: true, Proportional: true}, Summary: "consistent hashing ring with bounded loads (hash_balance_factor), O(log n)"},
+	"ringhash":   {Name: "ringhash", Build: buildRingHash, Caps: Caps{NeedsKey: true, Proportional: true}, Summary: "consistent hashing ring with bounded loads (hash_balance_factor), O(log R) plus a short walk"},
 }
 
 // aliases are other names the configuration accepts.
