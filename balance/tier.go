@@ -115,3 +115,16 @@ func exhausted(sawFull bool) error {
 	}
 	return ErrNoBackend
 }
+
+// LBStatus passes Apache's lbstatus through from whichever tier holds backend i, so the status
+// page sees it for bybusyness and swrr pools that have backups too.
+func (t *tiers) LBStatus(i int) (int64, bool) {
+	for _, p := range [2]Picker{t.primary, t.backup} {
+		if r, ok := p.(LBStatusReporter); ok {
+			if v, ok := r.LBStatus(i); ok {
+				return v, true
+			}
+		}
+	}
+	return 0, false
+}
