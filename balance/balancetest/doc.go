@@ -13,4 +13,9 @@
 // Load is safe for concurrent use: its counters are atomics and the attached Tracker is
 // published atomically. Run's own subtests run sequentially; the concurrency check starts its
 // own goroutines and waits for them.
+//
+// # Use
+//
+// balancetest imports balance, so only external tests (package balance_test) can use it;
+// a test file in package balance itself would make an import cycle.
 package balancetest
