@@ -1,0 +1,107 @@
+package httpproxy
+
+import (
+	"context"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"ballast/upstream"
+
+	"github.com/valyala/fasthttp"
+)
+
+// BenchmarkProxyGet measures the whole path for a small keep-alive GET: client → proxy →
+// backend → proxy → client, all in this process over 127.0.0.1.
+func BenchmarkProxyGet(b *testing.B) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	body := []byte("<html><body><h1>It works!</h1></body></htm")
+	be := &fasthttp.Server{Handler: func(ctx *fasthttp.RequestCtx) {
+		ctx.SetContentType("text/html")
+		ctx.SetBody(body)
+	}}
+	go func() { _ = be.Serve(ln) }()
+	defer func() { _ = be.Shutdown() }()
+
+	tp := startProxy(b, testConfig(testPool("bench", "roundrobin", ln.Addr().String())))
+	hc := &fasthttp.HostClient{Addr: tp.addr, MaxConns: 64}
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		req := fasthttp.AcquireRequest()
+		resp := fasthttp.AcquireResponse()
+		req.SetRequestURI("http://" + tp.addr + "/")
+		for pb.Next() {
+			if err := hc.Do(req, resp); err != nil {
+				b.Error(err)
+				return
+			}
+			if resp.StatusCode() != 200 {
+				b.Errorf("status %d", resp.StatusCode())
+				return
+			}
+		}
+	})
+}
+
+// BenchmarkDirectGet is BenchmarkProxyGet without the proxy, the baseline of this machine.
+func BenchmarkDirectGet(b *testing.B) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	be := &fasthttp.Server{Handler: func(ctx *fasthttp.RequestCtx) { ctx.SetBodyString("ok") }}
+	go func() { _ = be.Serve(ln) }()
+	defer func() { _ = be.Shutdown() }()
+	hc := &fasthttp.HostClient{Addr: ln.Addr().String(), MaxConns: 64}
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		req := fasthttp.AcquireRequest()
+		resp := fasthttp.AcquireResponse()
+		req.SetRequestURI("http://" + ln.Addr().String() + "/")
+		for pb.Next() {
+			if err := hc.Do(req, resp); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+}
+
+// TestServeForProfile serves a proxy for an external load generator when
+// BALLAST_PROFILE_LISTEN (address), BALLAST_PROFILE_BACKENDS (comma list) and
+// BALLAST_PROFILE_SECONDS are set; run it with -cpuprofile to profile the request path alone.
+func TestServeForProfile(t *testing.T) {
+	listen := os.Getenv("BALLAST_PROFILE_LISTEN")
+	if listen == "" {
+		t.Skip("BALLAST_PROFILE_LISTEN not set")
+	}
+	secs, _ := strconv.Atoi(os.Getenv("BALLAST_PROFILE_SECONDS"))
+	pc := testPool("prof", "roundrobin", strings.Split(os.Getenv("BALLAST_PROFILE_BACKENDS"), ",")...)
+	cfg := testConfig(pc)
+	cfg.Listeners[0].ExposeBackend = false
+	ln, err := net.Listen("tcp", listen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool, err := upstream.NewPool(pc, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Listeners[0].Address = ln.Addr().String()
+	px, err := New(cfg, map[string]*upstream.Pool{"prof": pool}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = px.Serve(ln) }()
+	time.Sleep(time.Duration(secs) * time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	_ = px.Shutdown(ctx)
+}

@@ -1,0 +1,231 @@
+package httpproxy
+
+import (
+	"bytes"
+	"compress/gzip"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/mccutchen/go-httpbin/v2/httpbin"
+)
+
+func startHTTPBin(t testing.TB) *httptest.Server {
+	s := httptest.NewServer(httpbin.New(httpbin.WithMaxBodySize(128 << 20)))
+	t.Cleanup(s.Close)
+	return s
+}
+
+func hostOf(s *httptest.Server) string { return strings.TrimPrefix(s.URL, "http://") }
+
+// TestProxiedMatchesDirect compares each proxied response with the same request sent straight
+// to the backend: status, body and the headers that must pass through untouched.
+func TestProxiedMatchesDirect(t *testing.T) {
+	hb := startHTTPBin(t)
+	tp := startProxy(t, testConfig(testPool("bin", "roundrobin", hostOf(hb))))
+	c := testClient()
+	tests := []struct {
+		name, method, path string
+		hdr                map[string]string
+		headers            []string // response headers that must match
+	}{
+		{"status 418", "GET", "/status/418", nil, nil},
+		{"status 500", "GET", "/status/500", nil, nil},
+		{"status 204", "GET", "/status/204", nil, nil},
+		{"redirect not followed", "GET", "/redirect-to?url=/get&status_code=302", nil, []string{"Location"}},
+		{"relative redirect", "GET", "/relative-redirect/2", nil, []string{"Location"}},
+		{"bytes", "GET", "/bytes/100000?seed=7", nil, []string{"Content-Type", "Content-Length"}},
+		{"stream bytes chunked", "GET", "/stream-bytes/300000?seed=3&chunk_size=1000", nil, []string{"Content-Type"}},
+		{"html", "GET", "/html", nil, []string{"Content-Type"}},
+		{"json", "GET", "/json", nil, []string{"Content-Type"}},
+		{"xml", "GET", "/xml", nil, []string{"Content-Type"}},
+		{"utf8", "GET", "/encoding/utf8", nil, []string{"Content-Type"}},
+		{"robots", "GET", "/robots.txt", nil, nil},
+		{"range", "GET", "/range/1000?duration=0", map[string]string{"Range": "bytes=10-99"}, []string{"Content-Range", "Content-Length"}},
+		{"etag 304", "GET", "/etag/abc", map[string]string{"If-None-Match": `"abc"`}, []string{"Etag"}},
+		{"response headers", "GET", "/response-headers?X-Test=one&Cache-Control=no-store", nil, []string{"X-Test", "Cache-Control"}},
+		{"head", "HEAD", "/head", nil, []string{"Content-Length", "Content-Type"}},
+		{"deny", "GET", "/deny", nil, nil},
+		{"image", "GET", "/image/png", nil, []string{"Content-Type"}},
+		{"base64", "GET", "/base64/aGVsbG8gd29ybGQ=", nil, nil},
+		{"unknown path 404", "GET", "/no/such/thing", nil, nil},
+		{"method not allowed", "DELETE", "/get", nil, nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			want, wantBody := get(t, c, tc.method, hb.URL+tc.path, nil, tc.hdr)
+			got, gotBody := get(t, c, tc.method, tp.url(tc.path), nil, tc.hdr)
+			if got.StatusCode != want.StatusCode {
+				t.Fatalf("status %d, direct %d (body %q)", got.StatusCode, want.StatusCode, gotBody)
+			}
+			if !bytes.Equal(gotBody, wantBody) {
+				t.Errorf("body differs: %d bytes, direct %d", len(gotBody), len(wantBody))
+			}
+			for _, h := range tc.headers {
+				if g, w := got.Header.Get(h), want.Header.Get(h); g != w {
+					t.Errorf("header %s = %q, direct %q", h, g, w)
+				}
+			}
+			if got.Header.Get("X-Ballast-Backend") != hostOf(hb) {
+				t.Errorf("X-Ballast-Backend = %q", got.Header.Get("X-Ballast-Backend"))
+			}
+		})
+	}
+}
+
+type echoed struct {
+	Method  string              `json:"method"`
+	Headers map[string][]string `json:"headers"`
+	Data    string              `json:"data"`
+	Args    map[string][]string `json:"args"`
+	URL     string              `json:"url"`
+}
+
+func TestMethodsAndBodies(t *testing.T) {
+	hb := startHTTPBin(t)
+	tp := startProxy(t, testConfig(testPool("bin", "roundrobin", hostOf(hb))))
+	c := testClient()
+	for _, m := range []string{"GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"} {
+		t.Run(m, func(t *testing.T) {
+			var body io.Reader
+			if m != "GET" && m != "OPTIONS" {
+				body = strings.NewReader("payload-" + m)
+			}
+			resp, b := get(t, c, m, tp.url("/anything/x?q=1"), body, map[string]string{"Content-Type": "text/plain"})
+			if resp.StatusCode != 200 {
+				t.Fatalf("status %d: %s", resp.StatusCode, b)
+			}
+			if m == "OPTIONS" {
+				return // httpbin answers CORS preflight itself
+			}
+			var e echoed
+			if err := json.Unmarshal(b, &e); err != nil {
+				t.Fatal(err)
+			}
+			if e.Method != m {
+				t.Errorf("method %q", e.Method)
+			}
+			if body != nil && e.Data != "payload-"+m {
+				t.Errorf("data %q", e.Data)
+			}
+			if q := e.Args["q"]; len(q) != 1 || q[0] != "1" {
+				t.Errorf("args %v", e.Args)
+			}
+		})
+	}
+}
+
+func TestForwardingHeaders(t *testing.T) {
+	hb := startHTTPBin(t)
+	tp := startProxy(t, testConfig(testPool("bin", "roundrobin", hostOf(hb))))
+	c := testClient()
+	tests := []struct {
+		name    string
+		hdr     map[string]string
+		want    map[string]string // header → value the backend sees
+		missing []string          // headers the backend must not see
+	}{
+		{
+			name: "fresh",
+			hdr:  map[string]string{"Host": "example.com"},
+			want: map[string]string{
+				"X-Forwarded-For": "127.0.0.1", "X-Forwarded-Proto": "http", "X-Forwarded-Host": "example.com",
+				"Forwarded": "for=127.0.0.1;proto=http;host=example.com",
+			},
+		},
+		{
+			name: "appended",
+			hdr: map[string]string{"Host": "example.com:8080", "X-Forwarded-For": "203.0.113.9",
+				"Forwarded": `for="[2001:db8::1]";proto=https`},
+			want: map[string]string{
+				"X-Forwarded-For": "203.0.113.9, 127.0.0.1",
+				"Forwarded":       `for="[2001:db8::1]";proto=https, for=127.0.0.1;proto=http;host="example.com:8080"`,
+			},
+		},
+		{
+			name: "hop-by-hop stripped",
+			hdr: map[string]string{"Connection": "keep-alive, X-Secret, x-other", "X-Secret": "s", "X-Other": "o",
+				"Keep-Alive": "timeout=5", "Proxy-Authorization": "Basic eDp5", "Te": "trailers", "X-Kept": "k",
+				"Proxy-Connection": "keep-alive"},
+			want:    map[string]string{"X-Kept": "k"},
+			missing: []string{"X-Secret", "X-Other", "Keep-Alive", "Proxy-Authorization", "Te", "Proxy-Connection", "Connection"},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			resp, b := get(t, c, "GET", tp.url("/headers"), nil, tc.hdr)
+			if resp.StatusCode != 200 {
+				t.Fatalf("status %d", resp.StatusCode)
+			}
+			var e echoed
+			if err := json.Unmarshal(b, &e); err != nil {
+				t.Fatal(err)
+			}
+			for k, v := range tc.want {
+				if got := strings.Join(e.Headers[k], ","); got != v {
+					t.Errorf("%s = %q, want %q", k, got, v)
+				}
+			}
+			for _, k := range tc.missing {
+				if v, ok := e.Headers[k]; ok {
+					t.Errorf("%s reached the backend: %q", k, v)
+				}
+			}
+		})
+	}
+}
+
+func TestResponseHopByHopStripped(t *testing.T) {
+	hb := startHTTPBin(t)
+	tp := startProxy(t, testConfig(testPool("bin", "roundrobin", hostOf(hb))))
+	resp, _ := get(t, testClient(), "GET", tp.url("/response-headers?Connection=X-Private&X-Private=1&Keep-Alive=timeout%3D9&X-Public=2"), nil, nil)
+	if resp.Header.Get("X-Private") != "" || resp.Header.Get("Keep-Alive") != "" {
+		t.Errorf("hop-by-hop response headers leaked: %v", resp.Header)
+	}
+	if resp.Header.Get("X-Public") != "2" {
+		t.Errorf("X-Public = %q", resp.Header.Get("X-Public"))
+	}
+}
+
+func TestGzipAndStreamPassThrough(t *testing.T) {
+	hb := startHTTPBin(t)
+	tp := startProxy(t, testConfig(testPool("bin", "roundrobin", hostOf(hb))))
+	c := testClient()
+	resp, b := get(t, c, "GET", tp.url("/gzip"), nil, map[string]string{"Accept-Encoding": "gzip"})
+	if resp.Header.Get("Content-Encoding") != "gzip" {
+		t.Fatalf("Content-Encoding %q", resp.Header.Get("Content-Encoding"))
+	}
+	zr, err := gzip.NewReader(bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain, err := io.ReadAll(zr)
+	if err != nil || !bytes.Contains(plain, []byte(`"gzipped": true`)) {
+		t.Fatalf("gunzip: %v %q", err, plain)
+	}
+
+	resp, b = get(t, c, "GET", tp.url("/stream/7"), nil, nil)
+	if resp.StatusCode != 200 || len(resp.TransferEncoding) == 0 || resp.TransferEncoding[0] != "chunked" {
+		t.Fatalf("status %d TE %v", resp.StatusCode, resp.TransferEncoding)
+	}
+	if n := bytes.Count(b, []byte("\n")); n != 7 {
+		t.Errorf("%d lines, want 7", n)
+	}
+
+	req, _ := http.NewRequest("GET", tp.url("/trailers?X-Trailer-One=1"), nil)
+	r2, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, r2.Body)
+	r2.Body.Close()
+	if r2.StatusCode != 200 {
+		t.Fatalf("trailers status %d", r2.StatusCode)
+	}
+	if got := r2.Trailer.Get("X-Trailer-One"); got != "1" {
+		t.Errorf("trailer X-Trailer-One = %q (trailers %v)", got, r2.Trailer)
+	}
+}
