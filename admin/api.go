@@ -1,0 +1,367 @@
+package admin
+
+import (
+	"embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"html/template"
+	"io"
+	"io/fs"
+	"net"
+	"net/http"
+	"slices"
+	"strconv"
+	"time"
+
+	"ballast/config"
+	"ballast/upstream"
+)
+
+//go:embed ui
+var uiFS embed.FS
+
+var indexTmpl = template.Must(template.ParseFS(uiFS, "ui/index.html"))
+
+// PoolView is one pool as GET /api/pools shows it.
+type PoolView struct {
+	Name       string        `json:"name"`
+	Balancer   string        `json:"balancer"`
+	Queue      int           `json:"queue"`
+	MaxQueue   int           `json:"max_queue"`
+	QueueStats QueueView     `json:"queue_stats"`
+	Backends   []BackendView `json:"backends"`
+	// Overrides lists the runtime API's changes in force: weights, drains, disables, and
+	// backends added or removed since the configuration was loaded.
+	Overrides Overrides `json:"overrides"`
+}
+
+// QueueView is a pool's cumulative backlog counters.
+type QueueView struct {
+	Queued      uint64  `json:"queued"`
+	Dispatched  uint64  `json:"dispatched"`
+	TimedOut    uint64  `json:"timed_out"`
+	Rejected    uint64  `json:"rejected"`
+	WaitSeconds float64 `json:"wait_seconds"`
+}
+
+// Overrides are the runtime changes a pool carries on top of its configuration.
+type Overrides struct {
+	Backends []upstream.Override `json:"backends,omitempty"`
+	Added    []string            `json:"added,omitempty"`
+	Removed  []string            `json:"removed,omitempty"`
+}
+
+// BackendView is one backend's live state.
+type BackendView struct {
+	ID               string            `json:"id"`
+	Address          string            `json:"address"`
+	State            string            `json:"state"`
+	Weight           int               `json:"weight"`
+	ConfigWeight     int               `json:"config_weight"`
+	WeightOverridden bool              `json:"weight_overridden"`
+	EffectiveWeight  float64           `json:"effective_weight"`
+	Backup           bool              `json:"backup"`
+	MaxConns         int               `json:"max_conns"`
+	InFlight         int64             `json:"in_flight"`
+	Requests         uint64            `json:"requests"`
+	Failures         uint64            `json:"failures"`
+	Responses        map[string]uint64 `json:"responses"`
+	LatencyEWMAMs    float64           `json:"latency_ewma_ms"`
+	LatencyP99Ms     *float64          `json:"latency_p99_ms,omitempty"`
+	LBStatus         *int64            `json:"lbstatus,omitempty"`
+	Health           *HealthView       `json:"health,omitempty"`
+	Ejections        uint64            `json:"ejections"`
+	EjectedUntil     *time.Time        `json:"ejected_until,omitempty"`
+}
+
+// HealthView is the last active check of a backend.
+type HealthView struct {
+	At     time.Time `json:"at"`
+	OK     bool      `json:"ok"`
+	Detail string    `json:"detail"`
+	TookMs float64   `json:"took_ms"`
+}
+
+var classNames = [6]string{"none", "1xx", "2xx", "3xx", "4xx", "5xx"}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+func (p *Plane) poolView(name string, pl *upstream.Pool, pc config.Pool) PoolView {
+	qs := pl.QueueStats()
+	v := PoolView{Name: name, Balancer: pl.Balancer(), Queue: pl.Queue(), MaxQueue: pl.MaxQueue(), QueueStats: QueueView{
+		Queued: qs.Queued, Dispatched: qs.Dispatched, TimedOut: qs.TimedOut, Rejected: qs.Rejected, WaitSeconds: qs.Wait.Seconds(),
+	}}
+	inConf := map[string]bool{}
+	for _, bc := range pc.Backends {
+		id := bc.Name
+		if id == "" {
+			id = bc.Address
+		}
+		inConf[id] = true
+	}
+	present := map[string]bool{}
+	for _, b := range pl.Backends() {
+		present[b.ID] = true
+		if !inConf[b.ID] {
+			v.Overrides.Added = append(v.Overrides.Added, b.ID)
+		}
+		v.Backends = append(v.Backends, p.backendView(name, pl, b))
+	}
+	for _, bc := range pc.Backends {
+		id := bc.Name
+		if id == "" {
+			id = bc.Address
+		}
+		if !present[id] {
+			v.Overrides.Removed = append(v.Overrides.Removed, id)
+		}
+	}
+	v.Overrides.Backends = pl.Overrides()
+	return v
+}
+
+func (p *Plane) backendView(pool string, pl *upstream.Pool, b *upstream.Backend) BackendView {
+	v := BackendView{
+		ID: b.ID, Address: b.Address, State: b.State().String(),
+		Weight: b.Weight(), ConfigWeight: b.ConfigWeight(), WeightOverridden: b.WeightOverridden(),
+		EffectiveWeight: b.EffectiveWeight(), Backup: b.Backup(), MaxConns: b.MaxConns(),
+		InFlight: b.InFlight(), Requests: b.Requests(), Failures: b.Failures(),
+		Responses:     map[string]uint64{},
+		LatencyEWMAMs: ms(b.LatencyEWMA()),
+		Ejections:     p.Health.Ejections(pool, b.ID),
+	}
+	for i, n := range b.Responses() {
+		if n > 0 {
+			v.Responses[classNames[i]] = n
+		}
+	}
+	if q, ok := p.metrics.p99(pool, b); ok {
+		v.LatencyP99Ms = &q
+	}
+	if s, ok := pl.LBStatus(b); ok {
+		v.LBStatus = &s
+	}
+	if r, ok := p.Health.Last(pool, b.ID); ok {
+		v.Health = &HealthView{At: r.At, OK: r.OK, Detail: r.Detail, TookMs: ms(r.Took)}
+	}
+	if u := b.EjectedUntil(); !u.IsZero() && time.Now().Before(u) {
+		v.EjectedUntil = &u
+	}
+	return v
+}
+
+// Handler serves the API, the page and the metrics.
+func (p *Plane) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /{$}", p.index)
+	sub, _ := fs.Sub(uiFS, "ui")
+	mux.Handle("GET /ui/", http.StripPrefix("/ui/", http.FileServerFS(sub)))
+	mux.HandleFunc("GET /api/pools", p.listPools)
+	mux.HandleFunc("GET /api/pools/{pool}", p.getPool)
+	mux.HandleFunc("POST /api/pools/{pool}/backends", p.change(p.add))
+	mux.HandleFunc("DELETE /api/pools/{pool}/backends/{backend}", p.change(p.remove))
+	mux.HandleFunc("POST /api/pools/{pool}/backends/{backend}/{action}", p.change(p.action))
+	mux.Handle("GET /metrics", p.metrics.handler())
+	return securityHeaders(mux)
+}
+
+func securityHeaders(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		w.Header().Set("X-Frame-Options", "DENY")
+		w.Header().Set("Content-Security-Policy", "default-src 'self'; frame-ancestors 'none'")
+		w.Header().Set("Referrer-Policy", "no-referrer")
+		h.ServeHTTP(w, r)
+	})
+}
+
+func (p *Plane) index(w http.ResponseWriter, r *http.Request) {
+	sess := p.session(w, r)
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	_ = indexTmpl.Execute(w, map[string]any{"Nonce": p.nonce(sess), "TokenRequired": p.currentToken() != ""})
+}
+
+// PoolsResponse is the body of GET /api/pools.
+type PoolsResponse struct {
+	Time  time.Time  `json:"time"`
+	Pools []PoolView `json:"pools"`
+}
+
+func (p *Plane) listPools(w http.ResponseWriter, _ *http.Request) {
+	st := p.cur.Load()
+	out := PoolsResponse{Time: time.Now(), Pools: []PoolView{}}
+	if st != nil {
+		for _, name := range st.order {
+			if pl := st.pools[name]; pl != nil {
+				out.Pools = append(out.Pools, p.poolView(name, pl, st.conf[name]))
+			}
+		}
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (p *Plane) getPool(w http.ResponseWriter, r *http.Request) {
+	st := p.cur.Load()
+	name := r.PathValue("pool")
+	pl := st.pool(name)
+	if pl == nil {
+		writeError(w, http.StatusNotFound, fmt.Sprintf("no pool %q", name))
+		return
+	}
+	writeJSON(w, http.StatusOK, p.poolView(name, pl, st.conf[name]))
+}
+
+// change wraps a mutating handler with authorisation, the pool lookup and a bounded body.
+func (p *Plane) change(f func(w http.ResponseWriter, r *http.Request, pl *upstream.Pool) (string, error)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if ae := p.authorize(r); ae != nil {
+			p.log.Warn("admin change refused", "method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr, "reason", ae.msg)
+			writeError(w, ae.status, ae.msg)
+			return
+		}
+		name := r.PathValue("pool")
+		pl := p.cur.Load().pool(name)
+		if pl == nil {
+			writeError(w, http.StatusNotFound, fmt.Sprintf("no pool %q", name))
+			return
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
+		what, err := f(w, r, pl)
+		if err != nil {
+			status := http.StatusBadRequest
+			switch {
+			case errors.Is(err, upstream.ErrUnknownBackend):
+				status = http.StatusNotFound
+			case errors.Is(err, upstream.ErrDuplicateBackend):
+				status = http.StatusConflict
+			}
+			writeError(w, status, err.Error())
+			return
+		}
+		p.log.Info("runtime change", "pool", name, "change", what, "remote", r.RemoteAddr)
+		p.Health.Kick()
+		writeJSON(w, http.StatusOK, map[string]any{"ok": true, "change": what, "pool": p.poolView(name, pl, p.cur.Load().conf[name])})
+	}
+}
+
+// readJSON decodes an optional JSON body into v; an empty body leaves v unchanged.
+func readJSON(r *http.Request, v any) error {
+	dec := json.NewDecoder(r.Body)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil && !errors.Is(err, io.EOF) {
+		return fmt.Errorf("bad JSON body: %w", err)
+	}
+	return nil
+}
+
+// AddRequest is the body of POST /api/pools/{pool}/backends.
+type AddRequest struct {
+	Address  string `json:"address"`
+	Name     string `json:"name,omitempty"`
+	Weight   *int   `json:"weight,omitempty"`
+	MaxConns int    `json:"max_conns,omitempty"`
+	Backup   bool   `json:"backup,omitempty"`
+}
+
+func (p *Plane) add(_ http.ResponseWriter, r *http.Request, pl *upstream.Pool) (string, error) {
+	var req AddRequest
+	if err := readJSON(r, &req); err != nil {
+		return "", err
+	}
+	if err := checkAddress(req.Address); err != nil {
+		return "", err
+	}
+	bc := config.Backend{Address: req.Address, Name: req.Name, Weight: 1, MaxConns: req.MaxConns, Backup: req.Backup}
+	if req.Weight != nil {
+		bc.Weight = *req.Weight
+	}
+	if err := checkWeight(bc.Weight); err != nil {
+		return "", err
+	}
+	if req.MaxConns < 0 {
+		return "", fmt.Errorf("max_conns must be 0 (unlimited) or more, got %d", req.MaxConns)
+	}
+	b, err := pl.Add(bc)
+	if err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("add %s (%s, weight %d)", b.ID, b.Address, bc.Weight), nil
+}
+
+func (p *Plane) remove(_ http.ResponseWriter, r *http.Request, pl *upstream.Pool) (string, error) {
+	id := r.PathValue("backend")
+	return "remove " + id, pl.Remove(id)
+}
+
+// WeightRequest is the body of POST .../weight; a null weight drops the override.
+type WeightRequest struct {
+	Weight *int `json:"weight"`
+}
+
+func (p *Plane) action(w http.ResponseWriter, r *http.Request, pl *upstream.Pool) (string, error) {
+	id := r.PathValue("backend")
+	switch act := r.PathValue("action"); act {
+	case "drain":
+		return "drain " + id, pl.Drain(id)
+	case "disable":
+		return "disable " + id, pl.Disable(id)
+	case "enable":
+		return "enable " + id, pl.Enable(id)
+	case "remove":
+		return p.remove(w, r, pl)
+	case "weight":
+		var req WeightRequest
+		if err := readJSON(r, &req); err != nil {
+			return "", err
+		}
+		if req.Weight == nil {
+			return "reset weight of " + id, pl.ResetWeight(id)
+		}
+		if err := checkWeight(*req.Weight); err != nil {
+			return "", err
+		}
+		return fmt.Sprintf("weight %s %d", id, *req.Weight), pl.SetWeight(id, *req.Weight)
+	default:
+		valid := []string{"weight", "drain", "disable", "enable", "remove"}
+		slices.Sort(valid)
+		return "", fmt.Errorf("unknown action %q (valid: %v)", act, valid)
+	}
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
+}
+
+func writeError(w http.ResponseWriter, status int, msg string) {
+	writeJSON(w, status, map[string]any{"ok": false, "error": msg})
+}
+
+// checkAddress accepts host:port with a port from 1 to 65535, as the configuration does.
+func checkAddress(a string) error {
+	host, port, err := net.SplitHostPort(a)
+	if err != nil || host == "" {
+		return fmt.Errorf("address %q is not host:port", a)
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+		return fmt.Errorf("address %q: port must be 1-65535", a)
+	}
+	return nil
+}
+
+// maxWeight is the configuration's bound; weights feed schedules sized by their sum, so the
+// API must not accept more than a file may.
+const maxWeight = 10000
+
+func checkWeight(w int) error {
+	if w < 0 || w > maxWeight {
+		return fmt.Errorf("weight must be between 0 (no new traffic) and %d, got %d", maxWeight, w)
+	}
+	return nil
+}

@@ -1,0 +1,214 @@
+package admin
+
+import (
+	"math"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	dto "github.com/prometheus/client_model/go"
+
+	"ballast/health"
+	"ballast/upstream"
+)
+
+// latencyBuckets span 0.5 ms to 30 s, the range of response times worth telling apart.
+var latencyBuckets = []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30}
+
+// metrics is the Prometheus side of the plane: a custom registry holding a collector that
+// reads the live counters at scrape time, plus the histograms and counters fed by events.
+type metrics struct {
+	p           *Plane
+	reg         *prometheus.Registry
+	latency     *prometheus.HistogramVec
+	transitions *prometheus.CounterVec
+	probes      *prometheus.CounterVec
+	hist        sync.Map // *upstream.Backend -> *histEntry
+}
+
+type histEntry struct {
+	pool string
+	h    prometheus.Histogram
+}
+
+func newMetrics(p *Plane) *metrics {
+	m := &metrics{p: p, reg: prometheus.NewRegistry()}
+	m.latency = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "ballast_backend_latency_seconds", Help: "Time to response headers of requests released on the backend.",
+		Buckets: latencyBuckets,
+	}, []string{"pool", "backend"})
+	m.transitions = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "ballast_health_transitions_total", Help: "Health transitions: down, up (active checks), ejected, ejection_refused (outlier detection).",
+	}, []string{"pool", "backend", "kind"})
+	m.probes = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "ballast_health_checks_total", Help: "Active health probes by result.",
+	}, []string{"pool", "backend", "result"})
+	m.reg.MustRegister(m.latency, m.transitions, m.probes, (*liveCollector)(m),
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+func (m *metrics) handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg})
+}
+
+// release is the upstream release observer: one map lookup and one histogram observation.
+func (m *metrics) release(p *upstream.Pool, b *upstream.Backend, latency time.Duration, _ bool) {
+	v, ok := m.hist.Load(b)
+	if !ok || v.(*histEntry).pool != p.Name {
+		v = &histEntry{pool: p.Name, h: m.latency.WithLabelValues(p.Name, b.ID).(prometheus.Histogram)}
+		m.hist.Store(b, v)
+	}
+	v.(*histEntry).h.Observe(latency.Seconds())
+}
+
+func (m *metrics) event(e health.Event) {
+	m.transitions.WithLabelValues(e.Pool, e.Backend, string(e.Kind)).Inc()
+}
+
+func (m *metrics) probe(pool, backend string, r health.Result) {
+	res := "ok"
+	if !r.OK {
+		res = "fail"
+	}
+	m.probes.WithLabelValues(pool, backend, res).Inc()
+}
+
+// p99 estimates the 99th percentile latency of b since start, in milliseconds, from the
+// histogram buckets (linear inside the bucket, as Prometheus' histogram_quantile does).
+func (m *metrics) p99(pool string, b *upstream.Backend) (float64, bool) {
+	v, ok := m.hist.Load(b)
+	if !ok || v.(*histEntry).pool != pool {
+		return 0, false
+	}
+	var d dto.Metric
+	if err := v.(*histEntry).h.Write(&d); err != nil || d.Histogram == nil {
+		return 0, false
+	}
+	q := quantile(0.99, d.Histogram)
+	if math.IsNaN(q) {
+		return 0, false
+	}
+	return q * 1000, true
+}
+
+// quantile is histogram_quantile over one cumulative histogram.
+func quantile(q float64, h *dto.Histogram) float64 {
+	total := float64(h.GetSampleCount())
+	if total == 0 {
+		return math.NaN()
+	}
+	rank := q * total
+	prevBound, prevCount := 0.0, 0.0
+	for _, b := range h.GetBucket() {
+		c := float64(b.GetCumulativeCount())
+		if c >= rank {
+			if c == prevCount {
+				return b.GetUpperBound()
+			}
+			return prevBound + (b.GetUpperBound()-prevBound)*(rank-prevCount)/(c-prevCount)
+		}
+		prevBound, prevCount = b.GetUpperBound(), c
+	}
+	return prevBound // in the +Inf bucket: the highest finite bound is all we know
+}
+
+// liveCollector reads pools and backends at scrape time.
+type liveCollector metrics
+
+var (
+	labelsB = []string{"pool", "backend"}
+	labelsP = []string{"pool"}
+
+	dInFlight  = prometheus.NewDesc("ballast_backend_in_flight", "Requests dispatched to the backend and not yet released.", labelsB, nil)
+	dRequests  = prometheus.NewDesc("ballast_backend_requests_total", "Requests dispatched to the backend.", labelsB, nil)
+	dResponses = prometheus.NewDesc("ballast_backend_responses_total", "Responses from the backend by status class (none = no valid response).", append(labelsB, "class"), nil)
+	dErrors    = prometheus.NewDesc("ballast_backend_errors_total", "Errors by kind: request (released as failed: connect error, reset, timeout, 5xx with include_5xx), health_check (failed probe).", append(labelsB, "kind"), nil)
+	dWeight    = prometheus.NewDesc("ballast_backend_weight", "Weight in force (runtime override, else configured).", labelsB, nil)
+	dEffWeight = prometheus.NewDesc("ballast_backend_effective_weight", "Weight after slow start.", labelsB, nil)
+	dState     = prometheus.NewDesc("ballast_backend_state", "1 for the backend's current state.", append(labelsB, "state"), nil)
+	dHealthy   = prometheus.NewDesc("ballast_backend_healthy", "1 when the active health check last found the backend up.", labelsB, nil)
+	dEjections = prometheus.NewDesc("ballast_backend_ejections_total", "Outlier ejections of the backend.", labelsB, nil)
+	dEWMA      = prometheus.NewDesc("ballast_backend_latency_ewma_seconds", "Decayed peak-EWMA of response times.", labelsB, nil)
+	dLBStatus  = prometheus.NewDesc("ballast_backend_lbstatus", "The balancer's credit for the backend (byrequests, bybusyness).", labelsB, nil)
+	dQueueLen  = prometheus.NewDesc("ballast_pool_queue_length", "Requests waiting in the pool's backlog.", labelsP, nil)
+	dQueueMax  = prometheus.NewDesc("ballast_pool_queue_max", "The backlog bound (max_queue).", labelsP, nil)
+	dQueued    = prometheus.NewDesc("ballast_pool_queued_total", "Requests that entered the backlog.", labelsP, nil)
+	dQTimeout  = prometheus.NewDesc("ballast_pool_queue_timeouts_total", "Requests that waited queue_timeout and got 503.", labelsP, nil)
+	dQRejected = prometheus.NewDesc("ballast_pool_queue_rejected_total", "Requests turned away because the backlog was full.", labelsP, nil)
+	dQWait     = prometheus.NewDesc("ballast_pool_queue_wait_seconds", "Time spent in the backlog by requests that left it (sum and count only: upstream keeps no per-request buckets).", labelsP, nil)
+	dBackends  = prometheus.NewDesc("ballast_pool_backends", "Backends in the pool by state.", append(labelsP, "state"), nil)
+)
+
+var allStates = []upstream.State{upstream.StateUp, upstream.StateSlowStart, upstream.StateDraining, upstream.StateDisabled, upstream.StateDown, upstream.StateEjected}
+
+func (c *liveCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{dInFlight, dRequests, dResponses, dErrors, dWeight, dEffWeight, dState, dHealthy,
+		dEjections, dEWMA, dLBStatus, dQueueLen, dQueueMax, dQueued, dQTimeout, dQRejected, dQWait, dBackends} {
+		ch <- d
+	}
+}
+
+func (c *liveCollector) Collect(ch chan<- prometheus.Metric) {
+	st := c.p.cur.Load()
+	if st == nil {
+		return
+	}
+	gauge := func(d *prometheus.Desc, v float64, l ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, l...)
+	}
+	counter := func(d *prometheus.Desc, v float64, l ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v, l...)
+	}
+	for _, name := range st.order {
+		pl := st.pools[name]
+		if pl == nil {
+			continue
+		}
+		counts := map[upstream.State]int{}
+		for _, b := range pl.Backends() {
+			id := b.ID
+			s := b.State()
+			counts[s]++
+			gauge(dInFlight, float64(b.InFlight()), name, id)
+			counter(dRequests, float64(b.Requests()), name, id)
+			for i, n := range b.Responses() {
+				counter(dResponses, float64(n), name, id, classNames[i])
+			}
+			counter(dErrors, float64(b.Failures()), name, id, "request")
+			counter(dErrors, float64(c.p.Health.ProbeFailures(name, id)), name, id, "health_check")
+			gauge(dWeight, float64(b.Weight()), name, id)
+			gauge(dEffWeight, b.EffectiveWeight(), name, id)
+			for _, x := range allStates {
+				v := 0.0
+				if x == s {
+					v = 1
+				}
+				gauge(dState, v, name, id, x.String())
+			}
+			h := 0.0
+			if b.Healthy() {
+				h = 1
+			}
+			gauge(dHealthy, h, name, id)
+			counter(dEjections, float64(c.p.Health.Ejections(name, id)), name, id)
+			gauge(dEWMA, b.LatencyEWMA().Seconds(), name, id)
+			if v, ok := pl.LBStatus(b); ok {
+				gauge(dLBStatus, float64(v), name, id)
+			}
+		}
+		for _, x := range allStates {
+			gauge(dBackends, float64(counts[x]), name, x.String())
+		}
+		qs := pl.QueueStats()
+		gauge(dQueueLen, float64(pl.Queue()), name)
+		gauge(dQueueMax, float64(pl.MaxQueue()), name)
+		counter(dQueued, float64(qs.Queued), name)
+		counter(dQTimeout, float64(qs.TimedOut), name)
+		counter(dQRejected, float64(qs.Rejected), name)
+		ch <- prometheus.MustNewConstHistogram(dQWait, qs.Dispatched+qs.TimedOut, qs.Wait.Seconds(), nil, name)
+	}
+}

@@ -1,0 +1,222 @@
+// Ballast status page: polls /api/pools every second, keeps a minute of req/s per backend,
+// and sends runtime changes with the page nonce (and the admin token when one is required).
+"use strict";
+(function () {
+  const nonce = document.querySelector('meta[name="ballast-nonce"]').content;
+  const tokenRequired = document.querySelector('meta[name="ballast-token-required"]').content === "true";
+  const poolsEl = document.getElementById("pools");
+  const msgEl = document.getElementById("message");
+  const updatedEl = document.getElementById("updated");
+  const tokenEl = document.getElementById("token");
+  const HISTORY = 60;
+  const COLORS = ["#2f6fde", "#d9480f", "#2b8a3e", "#ae3ec9", "#e67700", "#0c8599", "#c2255c", "#5c940d", "#495057", "#1864ab"];
+  const pools = new Map(); // name -> {section, tbody, canvas, rows: Map(id -> row), hist: Map(id -> [])}
+  let last = null; // previous response, for rates
+
+  if (tokenRequired) {
+    document.getElementById("tokenbox").hidden = false;
+    tokenEl.value = sessionStorage.getItem("ballast-token") || "";
+    tokenEl.addEventListener("change", () => sessionStorage.setItem("ballast-token", tokenEl.value));
+  }
+
+  function el(tag, cls, text) {
+    const e = document.createElement(tag);
+    if (cls) e.className = cls;
+    if (text !== undefined) e.textContent = text;
+    return e;
+  }
+
+  function fmt(n, digits) {
+    if (n === null || n === undefined) return "–";
+    return Number(n).toFixed(digits);
+  }
+
+  function say(text, bad) {
+    msgEl.textContent = text;
+    msgEl.className = bad ? "bad" : "good";
+  }
+
+  async function send(pool, id, action, body) {
+    const headers = { "Content-Type": "application/json", "X-Ballast-Nonce": nonce };
+    if (tokenRequired) headers["Authorization"] = "Bearer " + tokenEl.value;
+    const url = "/api/pools/" + encodeURIComponent(pool) + "/backends/" + encodeURIComponent(id) + "/" + action;
+    try {
+      const r = await fetch(url, { method: "POST", headers, body: JSON.stringify(body || {}), credentials: "same-origin" });
+      const j = await r.json();
+      if (!r.ok) throw new Error(j.error || r.statusText);
+      say("done: " + j.change, false);
+      poll();
+    } catch (e) {
+      say("refused: " + e.message, true);
+    }
+  }
+
+  // confirmBar asks in the page (no window.confirm) before a change is sent.
+  function confirmBar(row, text, go) {
+    const bar = row.confirm;
+    bar.replaceChildren();
+    bar.append(el("span", "", text + "? "));
+    const yes = el("button", "confirm", "Confirm");
+    const no = el("button", "cancel", "Cancel");
+    yes.dataset.action = "confirm";
+    yes.onclick = () => { bar.hidden = true; go(); };
+    no.onclick = () => { bar.hidden = true; };
+    bar.append(yes, no);
+    bar.hidden = false;
+  }
+
+  function makeRow(pool, b, color) {
+    const tr = el("tr");
+    tr.dataset.backend = b.id;
+    const row = { tr, cells: {} };
+    const name = el("td", "name");
+    const sw = el("span", "swatch");
+    sw.style.background = color;
+    name.append(sw, el("span", "", b.id), el("div", "muted addr", b.address));
+    tr.append(name);
+    for (const k of ["state", "weight", "busy", "requests", "errors", "rate", "ewma", "p99", "lbstatus", "health"]) {
+      const td = el("td", k);
+      td.dataset.label = k;
+      row.cells[k] = td;
+      tr.append(td);
+    }
+    const ctl = el("td", "controls");
+    for (const act of ["drain", "disable", "enable"]) {
+      const btn = el("button", act, act);
+      btn.dataset.action = act;
+      btn.onclick = () => confirmBar(row, act + " " + b.id + " in " + pool, () => send(pool, b.id, act));
+      ctl.append(btn);
+    }
+    const w = el("input", "weight-input");
+    w.type = "number"; w.min = "0"; w.max = "10000"; w.placeholder = "weight"; w.setAttribute("aria-label", "new weight for " + b.id);
+    const set = el("button", "setweight", "set weight");
+    set.dataset.action = "weight";
+    set.onclick = () => {
+      const n = parseInt(w.value, 10);
+      if (isNaN(n) || n < 0) { say("weight must be a number ≥ 0", true); return; }
+      confirmBar(row, "set weight of " + b.id + " to " + n, () => send(pool, b.id, "weight", { weight: n }));
+    };
+    ctl.append(w, set);
+    row.confirm = el("div", "confirmbar");
+    row.confirm.hidden = true;
+    ctl.append(row.confirm);
+    tr.append(ctl);
+    return row;
+  }
+
+  function poolSection(p) {
+    let s = pools.get(p.name);
+    if (s) return s;
+    const section = el("section", "pool");
+    section.dataset.pool = p.name;
+    const h = el("h2", "", "pool " + p.name);
+    const meta = el("div", "meta muted");
+    const canvas = el("canvas", "chart");
+    canvas.width = 600; canvas.height = 120;
+    canvas.setAttribute("aria-label", "requests per second per backend, last minute");
+    const table = el("table");
+    const head = el("tr");
+    for (const t of ["backend", "state", "weight (eff.)", "busy", "requests", "errors", "req/s", "peak-ewma ms", "p99 ms", "lbstatus", "last check", "controls"]) head.append(el("th", "", t));
+    const thead = el("thead"); thead.append(head);
+    const tbody = el("tbody");
+    table.append(thead, tbody);
+    const wrap = el("div", "tablewrap"); wrap.append(table);
+    section.append(h, meta, canvas, wrap);
+    poolsEl.append(section);
+    s = { section, meta, canvas, tbody, rows: new Map(), hist: new Map(), colors: new Map() };
+    pools.set(p.name, s);
+    return s;
+  }
+
+  function draw(s) {
+    const c = s.canvas, g = c.getContext("2d");
+    const w = c.width, h = c.height;
+    g.clearRect(0, 0, w, h);
+    let max = 1;
+    for (const arr of s.hist.values()) for (const v of arr) max = Math.max(max, v);
+    g.strokeStyle = "#ddd"; g.lineWidth = 1;
+    g.beginPath(); g.moveTo(0, h - 0.5); g.lineTo(w, h - 0.5); g.stroke();
+    g.fillStyle = "#888"; g.font = "11px sans-serif";
+    g.fillText(max.toFixed(0) + " req/s", 4, 12);
+    for (const [id, arr] of s.hist) {
+      g.strokeStyle = s.colors.get(id) || "#000"; g.lineWidth = 2;
+      g.beginPath();
+      arr.forEach((v, i) => {
+        const x = (w * (HISTORY - arr.length + i)) / (HISTORY - 1);
+        const y = h - 2 - (h - 16) * (v / max);
+        if (i === 0) g.moveTo(x, y); else g.lineTo(x, y);
+      });
+      g.stroke();
+    }
+  }
+
+  function render(data) {
+    const prev = new Map();
+    if (last) for (const p of last.pools) for (const b of p.backends) prev.set(p.name + "\u0000" + b.id, b.requests);
+    const dt = last ? (new Date(data.time) - new Date(last.time)) / 1000 : 0;
+    const seen = new Set();
+    for (const p of data.pools) {
+      seen.add(p.name);
+      const s = poolSection(p);
+      const ov = p.overrides || {};
+      const parts = [p.balancer, "queue " + p.queue + "/" + p.max_queue, "queued " + p.queue_stats.queued, "timed out " + p.queue_stats.timed_out, "rejected " + p.queue_stats.rejected];
+      const n = (ov.backends || []).length + (ov.added || []).length + (ov.removed || []).length;
+      if (n) parts.push(n + " runtime override" + (n > 1 ? "s" : ""));
+      s.meta.textContent = parts.join(" · ");
+      const ids = new Set();
+      p.backends.forEach((b, i) => {
+        ids.add(b.id);
+        if (!s.colors.has(b.id)) s.colors.set(b.id, COLORS[s.colors.size % COLORS.length]);
+        let row = s.rows.get(b.id);
+        if (!row) { row = makeRow(p.name, b, s.colors.get(b.id)); s.rows.set(b.id, row); }
+        if (s.tbody.children[i] !== row.tr) s.tbody.insertBefore(row.tr, s.tbody.children[i] || null);
+        const before = prev.get(p.name + "\u0000" + b.id);
+        const rate = before !== undefined && dt > 0 ? Math.max(0, (b.requests - before) / dt) : 0;
+        const arr = s.hist.get(b.id) || [];
+        arr.push(rate); if (arr.length > HISTORY) arr.shift();
+        s.hist.set(b.id, arr);
+        const c = row.cells;
+        c.state.textContent = b.state;
+        row.tr.className = "st-" + b.state;
+        c.weight.textContent = b.weight + (b.weight_overridden ? "*" : "") + " (" + fmt(b.effective_weight, 1) + ")";
+        c.weight.title = b.weight_overridden ? "runtime override; configured " + b.config_weight : "configured";
+        c.busy.textContent = b.in_flight + (b.max_conns ? "/" + b.max_conns : "");
+        c.requests.textContent = b.requests;
+        c.errors.textContent = b.failures;
+        c.rate.textContent = fmt(rate, 1);
+        c.ewma.textContent = fmt(b.latency_ewma_ms, 1);
+        c.p99.textContent = fmt(b.latency_p99_ms, 1);
+        c.lbstatus.textContent = b.lbstatus === undefined ? "–" : b.lbstatus;
+        if (b.health) {
+          c.health.textContent = (b.health.ok ? "ok" : "fail: " + b.health.detail) + " (" + fmt(b.health.took_ms, 1) + " ms)";
+          c.health.className = "health " + (b.health.ok ? "good" : "bad");
+        } else {
+          c.health.textContent = "–";
+        }
+        if (b.ejections) c.health.textContent += " · ejected ×" + b.ejections;
+      });
+      for (const [id, row] of s.rows) if (!ids.has(id)) { row.tr.remove(); s.rows.delete(id); s.hist.delete(id); }
+      draw(s);
+    }
+    for (const [name, s] of pools) if (!seen.has(name)) { s.section.remove(); pools.delete(name); }
+    last = data;
+    updatedEl.textContent = "updated " + new Date(data.time).toLocaleTimeString();
+    document.body.dataset.loaded = "true";
+  }
+
+  let busy = false;
+  async function poll() {
+    if (busy) return;
+    busy = true;
+    try {
+      const r = await fetch("/api/pools", { cache: "no-store" });
+      render(await r.json());
+    } catch (e) {
+      updatedEl.textContent = "connection lost: " + e.message;
+    } finally {
+      busy = false;
+    }
+  }
+  poll();
+  setInterval(poll, 1000);
+})();

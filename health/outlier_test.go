@@ -1,0 +1,183 @@
+package health
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"ballast/balance"
+	"ballast/config"
+	"ballast/upstream"
+)
+
+func testPool(t *testing.T, n int) *upstream.Pool {
+	t.Helper()
+	pc := config.Pool{Name: "web", Balancer: "roundrobin"}
+	for i := range n {
+		pc.Backends = append(pc.Backends, config.Backend{Name: fmt.Sprintf("b%d", i), Address: fmt.Sprintf("127.0.0.1:%d", 1+i), Weight: 1})
+	}
+	p, err := upstream.NewPool(pc, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	return p
+}
+
+// hit sends one request to backend id (every other backend excluded) and releases it.
+func hit(t *testing.T, p *upstream.Pool, id string, failed bool) {
+	t.Helper()
+	var tried balance.Tried
+	for _, b := range p.Backends() {
+		if b.ID != id {
+			tried.Add(b.Index())
+		}
+	}
+	b, err := p.Acquire(0, tried)
+	if err != nil || b.ID != id {
+		t.Fatalf("acquire %s: got %v, %v", id, b, err)
+	}
+	p.Release(b, time.Millisecond, failed)
+}
+
+type eventLog struct {
+	mu sync.Mutex
+	ev []Event
+}
+
+func (l *eventLog) add(e Event) { l.mu.Lock(); l.ev = append(l.ev, e); l.mu.Unlock() }
+func (l *eventLog) kinds() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []string
+	for _, e := range l.ev {
+		out = append(out, e.Backend+":"+string(e.Kind))
+	}
+	return out
+}
+
+func newTestOutlier(t *testing.T, p *upstream.Pool, cfg config.Outlier) (*outlier, *eventLog, *Monitor) {
+	log := &eventLog{}
+	m := New(context.Background(), Options{OnEvent: log.add})
+	t.Cleanup(m.Close)
+	r := &poolRun{name: p.Name, out: cfg}
+	r.pool.Store(p)
+	return newOutlier(m, r), log, m
+}
+
+func TestOutlierEjection(t *testing.T) {
+	base := config.Duration{Duration: time.Minute}
+	type sample struct {
+		hits   map[string][]bool // per backend, in order: true = failed
+		expect map[string]upstream.State
+	}
+	cases := []struct {
+		name    string
+		n       int
+		cfg     config.Outlier
+		samples []sample
+		events  []string
+	}{
+		{
+			name: "three failures in a row eject",
+			n:    3, cfg: config.Outlier{ConsecutiveFailures: 3, BaseEjection: base, MaxEjectionPercent: 100},
+			samples: []sample{
+				{hits: map[string][]bool{"b0": {true, true}}, expect: map[string]upstream.State{"b0": upstream.StateUp}},
+				{hits: map[string][]bool{"b0": {true}, "b1": {false}}, expect: map[string]upstream.State{"b0": upstream.StateEjected, "b1": upstream.StateUp}},
+			},
+			events: []string{"b0:ejected"},
+		},
+		{
+			name: "a success between failures resets the streak",
+			n:    3, cfg: config.Outlier{ConsecutiveFailures: 3, BaseEjection: base, MaxEjectionPercent: 100},
+			samples: []sample{
+				{hits: map[string][]bool{"b0": {true, true}}},
+				{hits: map[string][]bool{"b0": {false}}},
+				{hits: map[string][]bool{"b0": {true, true}}, expect: map[string]upstream.State{"b0": upstream.StateUp}},
+			},
+		},
+		{
+			name: "max_ejection_percent keeps the third failing backend in",
+			n:    4, cfg: config.Outlier{ConsecutiveFailures: 2, BaseEjection: base, MaxEjectionPercent: 50},
+			samples: []sample{
+				{hits: map[string][]bool{"b0": {true, true}, "b1": {true, true}, "b2": {true, true}},
+					expect: map[string]upstream.State{"b0": upstream.StateEjected, "b1": upstream.StateEjected, "b2": upstream.StateUp}},
+			},
+			events: []string{"b0:ejected", "b1:ejected", "b2:ejection_refused"},
+		},
+		{
+			name: "at least one ejection even when the percentage rounds to 0",
+			n:    3, cfg: config.Outlier{ConsecutiveFailures: 1, BaseEjection: base, MaxEjectionPercent: 10},
+			samples: []sample{
+				{hits: map[string][]bool{"b0": {true}, "b1": {true}},
+					expect: map[string]upstream.State{"b0": upstream.StateEjected, "b1": upstream.StateUp}},
+			},
+			events: []string{"b0:ejected", "b1:ejection_refused"},
+		},
+		{
+			name: "panic threshold refuses ejections that leave too few usable",
+			n:    4, cfg: config.Outlier{ConsecutiveFailures: 1, BaseEjection: base, MaxEjectionPercent: 100, PanicThreshold: 75},
+			samples: []sample{
+				{hits: map[string][]bool{"b0": {true}, "b1": {true}},
+					expect: map[string]upstream.State{"b0": upstream.StateEjected, "b1": upstream.StateUp}},
+			},
+			events: []string{"b0:ejected", "b1:ejection_refused"},
+		},
+		{
+			name: "max_ejection_percent 0 ejects nothing",
+			n:    2, cfg: config.Outlier{ConsecutiveFailures: 1, BaseEjection: base, MaxEjectionPercent: 0},
+			samples: []sample{
+				{hits: map[string][]bool{"b0": {true}}, expect: map[string]upstream.State{"b0": upstream.StateUp}},
+			},
+			events: []string{"b0:ejection_refused"},
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			p := testPool(t, tc.n)
+			o, log, _ := newTestOutlier(t, p, tc.cfg)
+			o.step(time.Now()) // baseline
+			for si, s := range tc.samples {
+				for _, b := range p.Backends() {
+					for _, f := range s.hits[b.ID] {
+						hit(t, p, b.ID, f)
+					}
+				}
+				o.step(time.Now())
+				for id, want := range s.expect {
+					if got := p.Backend(id).State(); got != want {
+						t.Errorf("sample %d: %s is %v, want %v", si, id, got, want)
+					}
+				}
+			}
+			if got := log.kinds(); fmt.Sprint(got) != fmt.Sprint(tc.events) {
+				t.Errorf("events %v, want %v", got, tc.events)
+			}
+		})
+	}
+}
+
+func TestOutlierEjectionTimeGrows(t *testing.T) {
+	p := testPool(t, 2)
+	base := time.Hour
+	o, _, m := newTestOutlier(t, p, config.Outlier{ConsecutiveFailures: 1, BaseEjection: config.Duration{Duration: base}, MaxEjectionPercent: 100})
+	o.step(time.Now())
+	for round := 1; round <= 3; round++ {
+		hit(t, p, "b0", true)
+		now := time.Now()
+		o.step(now)
+		until := p.Backend("b0").EjectedUntil()
+		if want := now.Add(time.Duration(round) * base); !until.Equal(want) {
+			t.Fatalf("ejection %d ends %v, want %v (base × %d)", round, until, want, round)
+		}
+		if got := m.Ejections("web", "b0"); got != uint64(round) {
+			t.Fatalf("Ejections = %d, want %d", got, round)
+		}
+		if err := p.Eject("b0", time.Time{}); err != nil { // end it early, as if time passed
+			t.Fatal(err)
+		}
+		o.step(now) // sees it back; no decay (no base_ejection has passed since)
+	}
+}
