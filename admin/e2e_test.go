@@ -225,3 +225,44 @@ func TestChangesNeedTheToken(t *testing.T) {
 		t.Fatalf("reads need no token, got %d", code)
 	}
 }
+
+// A backend that comes back from a health-check failure ramps up instead of taking its full
+// share at once: its effective weight starts at slow start's floor and its share of the traffic
+// grows as the window passes.
+func TestRestartedBackendRampsUpWithSlowStart(t *testing.T) {
+	a, b := newTestBackend(t, "a"), newTestBackend(t, "b")
+	pc := pool("web", a, b)
+	interval := 50 * time.Millisecond
+	pc.Health = config.HealthCheck{Path: "/health", Interval: cd(interval), Timeout: cd(time.Second), Rise: 1, Fall: 1}
+	window := 10 * time.Second
+	pc.SlowStart = cd(window)
+	s := startStack(t, "", pc)
+	bk := s.pools["web"].Backend("b")
+
+	b.stop()
+	waitFor(t, "b marked down", func() bool { return bk.State() == upstream.StateDown })
+	b.start(t)
+	waitFor(t, "b up again", func() bool { return bk.State() != upstream.StateDown })
+	back := time.Now()
+
+	first := s.send(t, 60)["200 b"]
+	w0 := bk.EffectiveWeight()
+	// Wait until at least 40 % of the window has passed, however slow the machine is.
+	waitFor(t, "40% of the slow-start window", func() bool { return time.Since(back) >= window*4/10 })
+	later := s.send(t, 60)["200 b"]
+	w1 := bk.EffectiveWeight()
+	t.Logf("b's share: %d/60 right after its return (effective weight %.2f), %d/60 after %v (%.2f)", first, w0, later, time.Since(back).Round(time.Millisecond), w1)
+	if w0 >= 0.5 {
+		t.Fatalf("effective weight right after the return = %.2f, want the slow-start floor (< 0.5 of 1)", w0)
+	}
+	if w1 <= w0 {
+		t.Fatalf("effective weight did not ramp: %.2f then %.2f", w0, w1)
+	}
+	// Round robin follows the effective weights exactly, so the split shows the ramp.
+	if first >= 20 {
+		t.Fatalf("b took %d of 60 requests right after its return, want the ramp's small share (< 20)", first)
+	}
+	if later <= first {
+		t.Fatalf("b's share did not grow: %d then %d of 60", first, later)
+	}
+}
