@@ -40,6 +40,13 @@
 //     listener.idle_timeout bounds keep-alive idleness and client inactivity while a body
 //     moves; pool timeouts.connect bounds the dial; timeouts.response bounds the wait for
 //     response headers and then backend inactivity while the body streams.
+//   - HTTP/1.0 requests that carry a Host go to the backend as HTTP/1.1, so the backend keeps
+//     the pooled connection; the client side is still answered as HTTP/1.0.
+//   - Cost per request (on Linux): client and backend sockets are read and written with raw
+//     system calls inside syscall.RawConn callbacks (rawio_linux.go), so the runtime's monitor
+//     does not hand Ps between threads on every short socket call; a request is written to the
+//     backend and its response awaited without a speculative read (deadlineConn.writeAndWait);
+//     client read deadlines are armed lazily (rawConn). One response is one write to the client.
 //
 // Concurrency: all methods of Proxy are safe for concurrent use. The request path loads one
 // immutable route table through an atomic pointer and takes no lock of its own (hedged

@@ -102,6 +102,12 @@ func (ls *listenerState) handle(ctx *fasthttp.RequestCtx) {
 	sc := scanHeaders(h.All())
 	stripHopByHop(h, sc.hop, false)
 	h.ResetConnectionClose() // the backend connection stays open whatever the client does
+	if len(h.Host()) > 0 && bytes.Equal(h.Protocol(), http10) {
+		// An HTTP/1.0 request would make the backend close its connection after answering:
+		// one connect per request. Sent as HTTP/1.1 (it has a Host), it keeps the pooled
+		// connection; the client side still speaks HTTP/1.0, decided before the handler.
+		h.SetProtocolBytes(http11)
+	}
 	x.buf = addForwardingHeaders(h, sc, clientAddr(ctx.RemoteAddr()), ls.tls, x.buf)
 	replayable, ok := ls.prepareBody(ctx, x, ps)
 	if !ok {
@@ -334,7 +340,11 @@ func (ls *listenerState) deliver(ctx *fasthttp.RequestCtx, t *table, x *exchange
 	ls.finish(ctx, x)
 }
 
-var keyBackend = []byte("X-Ballast-Backend")
+var (
+	keyBackend = []byte("X-Ballast-Backend")
+	http10     = []byte("HTTP/1.0")
+	http11     = []byte("HTTP/1.1")
+)
 
 // s2b returns the bytes of s without copying; the caller must not modify them.
 func s2b(s string) []byte { return unsafe.Slice(unsafe.StringData(s), len(s)) }

@@ -334,6 +334,7 @@ func (p *Proxy) Serve(ln net.Listener) error {
 	}
 	p.servers = append(p.servers, srv)
 	p.mu.Unlock()
+	ln = rawListener{ln} // client sockets read and written with raw calls: see rawIO
 	if lc.TLS != nil {
 		err = srv.ServeTLS(ln, lc.TLS.Cert, lc.TLS.Key)
 	} else {

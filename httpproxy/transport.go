@@ -50,7 +50,7 @@ func newHostClient(pc *config.Pool, b *upstream.Backend) *fasthttp.HostClient {
 			if err != nil {
 				return nil, err
 			}
-			return &deadlineConn{Conn: c}, nil
+			return newDeadlineConn(c), nil
 		},
 		MaxConns:                  maxConns,
 		MaxIdleConnDuration:       idle,
@@ -250,7 +250,8 @@ func (a *attempt) roundTrip(hedged bool) bool {
 	}
 	a.cc = cc
 	conn := cc.Conn()
-	reused := !cc.LastUseTime().IsZero()
+	lastUse := cc.LastUseTime()
+	reused := !lastUse.IsZero()
 	a.conn = conn
 	if hedged {
 		a.mu.Lock()
@@ -273,10 +274,18 @@ func (a *attempt) roundTrip(hedged bool) bool {
 		}
 		a.upload.conn = conn
 	}
+	if err = armReadDeadline(conn, a.start, rt); err != nil {
+		a.closeConn()
+		return a.fail(errClosed, err)
+	}
 	bw := a.hc.AcquireWriter(conn)
-	err = a.req.Write(bw)
-	if err == nil {
-		err = bw.Flush()
+	if dc, ok := conn.(*deadlineConn); ok && dc.raw.rc != nil && a.upload == nil && reused && a.start.Sub(lastUse) < quickReuse {
+		err = dc.writeAndWait(a.req, bw)
+	} else {
+		err = a.req.Write(bw)
+		if err == nil {
+			err = bw.Flush()
+		}
 	}
 	a.hc.ReleaseWriter(bw)
 	if err == nil && a.upload != nil {
@@ -285,11 +294,6 @@ func (a *attempt) roundTrip(hedged bool) bool {
 	if err != nil {
 		a.closeConn()
 		return a.classify(err, reused)
-	}
-
-	if err = armReadDeadline(conn, a.start, rt); err != nil {
-		a.closeConn()
-		return a.fail(errClosed, err)
 	}
 	br := a.hc.AcquireReader(conn)
 	out := a.out
@@ -335,6 +339,16 @@ func (a *attempt) roundTrip(hedged bool) bool {
 	}
 	return true
 }
+
+// quickReuse bounds how long a pooled connection may have been idle for writeAndWait to be
+// used on it. Waiting for readability after the write is blind to an end of stream that
+// arrived before it (the wait clears the poller's readiness first); a backend that closed
+// the idle connection completely answers the request with a reset, which wakes the wait, but
+// one that only half-closed and lingers (Apache does) would leave it waiting until the
+// response timeout. No backend closes an idle connection within this time, so such an end of
+// stream can only be pending on a connection idle for longer, and those, like new ones, take
+// the plain path, whose read sees the end of stream at once (errStale, retried).
+const quickReuse = 100 * time.Millisecond
 
 // maxBufferedResponse is the largest response body read into memory instead of streamed.
 const maxBufferedResponse = 16 << 10
@@ -398,9 +412,64 @@ func (a *attempt) finishBody(complete bool) {
 // deadlineConn remembers the read deadline it last set, so that a keep-alive connection
 // re-arms its response timeout at most about once a second instead of on every request
 // (each re-arm is a runtime timer update).
+//
+// It also lets a request be written and its response awaited without the read that would
+// return EAGAIN: see writeAndWait.
 type deadlineConn struct {
 	net.Conn
 	until time.Time
+
+	raw   rawIO                 // reads and writes without entering the runtime's syscall state
+	wait  func(fd uintptr) bool // writeThenPark as a method value, made once per connection
+	req   *fasthttp.Request     // the request writeAndWait is writing
+	bw    *bufio.Writer
+	wrote bool
+	werr  error
+}
+
+func newDeadlineConn(c net.Conn) *deadlineConn {
+	dc := &deadlineConn{Conn: c}
+	dc.raw.init(c)
+	dc.wait = dc.writeThenPark
+	return dc
+}
+
+// Read reads through rawIO (see there).
+func (dc *deadlineConn) Read(p []byte) (int, error) { return dc.raw.read(dc.Conn, p) }
+
+// Write writes through rawIO (see there).
+func (dc *deadlineConn) Write(p []byte) (int, error) { return dc.raw.write(dc.Conn, p) }
+
+// writeAndWait writes req through bw and returns once the connection is readable (or the
+// read deadline passed, or the connection was closed). A plain Write then Read would first
+// read, get EAGAIN and only then park in the poller: one wasted syscall per request. Parking
+// directly after the write is safe only because the poller's readiness flag is cleared
+// before the write (RawConn.Read resets it, then calls writeThenPark), so the response's
+// readiness event, which can only follow the request, is never lost. A wake-up without data
+// costs nothing worse than the EAGAIN read it replaces.
+func (dc *deadlineConn) writeAndWait(req *fasthttp.Request, bw *bufio.Writer) error {
+	dc.req, dc.bw, dc.wrote, dc.werr = req, bw, false, nil
+	err := dc.raw.rc.Read(dc.wait)
+	werr := dc.werr
+	dc.req, dc.bw, dc.werr = nil, nil, nil
+	if werr != nil {
+		return werr
+	}
+	return err
+}
+
+// writeThenPark is the RawConn.Read callback of writeAndWait: the first call writes the
+// request and asks to wait for readability, the second reports the connection readable.
+func (dc *deadlineConn) writeThenPark(uintptr) bool {
+	if dc.wrote {
+		return true
+	}
+	dc.wrote = true
+	dc.werr = dc.req.Write(dc.bw)
+	if dc.werr == nil {
+		dc.werr = dc.bw.Flush()
+	}
+	return dc.werr != nil
 }
 
 // armReadDeadline makes the read deadline of c at most rt and at least rt minus a small slack

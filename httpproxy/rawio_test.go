@@ -1,0 +1,346 @@
+//go:build linux
+
+package httpproxy
+
+import (
+	"bufio"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/valyala/fasthttp"
+)
+
+// tcpPair returns two connected TCP connections on 127.0.0.1, closed at cleanup.
+func tcpPair(t *testing.T) (client, server net.Conn) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			close(accepted)
+			return
+		}
+		accepted <- c
+	}()
+	client, err = net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	server = <-accepted
+	if server == nil {
+		t.Fatal("accept failed")
+	}
+	t.Cleanup(func() { _ = client.Close(); _ = server.Close() })
+	return client, server
+}
+
+func TestRawConn(t *testing.T) {
+	tests := []struct {
+		name string
+		run  func(t *testing.T, raw, peer net.Conn)
+	}{
+		{"read and write round trip", func(t *testing.T, raw, peer net.Conn) {
+			go func() { _, _ = peer.Write([]byte("ping")) }()
+			buf := make([]byte, 16)
+			n, err := io.ReadAtLeast(raw, buf, 4)
+			if err != nil || string(buf[:n]) != "ping" {
+				t.Fatalf("read %q, %v; want ping", buf[:n], err)
+			}
+			big := []byte(strings.Repeat("x", 4<<20)) // more than a socket buffer: EAGAIN then wait
+			got := make(chan int, 1)
+			go func() { n, _ := io.Copy(io.Discard, io.LimitReader(peer, int64(len(big)))); got <- int(n) }()
+			if n, err := raw.Write(big); err != nil || n != len(big) {
+				t.Fatalf("write = %d, %v; want %d", n, err, len(big))
+			}
+			if n := <-got; n != len(big) {
+				t.Fatalf("peer read %d bytes, want %d", n, len(big))
+			}
+		}},
+		{"end of stream is io.EOF", func(t *testing.T, raw, peer net.Conn) {
+			_ = peer.Close()
+			if _, err := raw.Read(make([]byte, 8)); err != io.EOF {
+				t.Fatalf("read after peer close: %v, want io.EOF", err)
+			}
+		}},
+		{"read deadline times out", func(t *testing.T, raw, peer net.Conn) {
+			_ = raw.SetReadDeadline(time.Now().Add(20 * time.Millisecond))
+			_, err := raw.Read(make([]byte, 8))
+			var ne net.Error
+			if !errors.As(err, &ne) || !ne.Timeout() {
+				t.Fatalf("read with passed deadline: %v, want a timeout", err)
+			}
+		}},
+		{"a later deadline replaces a passed one", func(t *testing.T, raw, peer net.Conn) {
+			_ = raw.SetReadDeadline(time.Now().Add(-time.Second)) // armed, already passed
+			_ = raw.SetReadDeadline(time.Now().Add(time.Hour))    // wanted: kept lazily
+			go func() { _, _ = peer.Write([]byte("late")) }()
+			buf := make([]byte, 8)
+			if n, err := io.ReadAtLeast(raw, buf, 4); err != nil || string(buf[:n]) != "late" {
+				t.Fatalf("read = %q, %v; want late (the passed deadline was replaced)", buf[:n], err)
+			}
+		}},
+		{"a cleared deadline does not fire", func(t *testing.T, raw, peer net.Conn) {
+			_ = raw.SetReadDeadline(time.Now().Add(-time.Second))
+			_ = raw.SetReadDeadline(time.Time{})
+			go func() { _, _ = peer.Write([]byte("none")) }()
+			buf := make([]byte, 8)
+			if n, err := io.ReadAtLeast(raw, buf, 4); err != nil || string(buf[:n]) != "none" {
+				t.Fatalf("read = %q, %v; want none (the deadline was cleared)", buf[:n], err)
+			}
+		}},
+		{"an earlier deadline replaces a later one", func(t *testing.T, raw, peer net.Conn) {
+			_ = raw.SetReadDeadline(time.Now().Add(time.Hour))
+			_ = raw.SetReadDeadline(time.Now().Add(-time.Second))
+			_, err := raw.Read(make([]byte, 8))
+			if !errors.Is(err, os.ErrDeadlineExceeded) {
+				t.Fatalf("read = %v, want a passed deadline", err)
+			}
+		}},
+		{"close wakes a blocked read", func(t *testing.T, raw, peer net.Conn) {
+			done := make(chan error, 1)
+			go func() { _, err := raw.Read(make([]byte, 8)); done <- err }()
+			time.Sleep(10 * time.Millisecond) // let the read park; the result does not depend on it
+			_ = raw.Close()
+			if err := <-done; !errors.Is(err, net.ErrClosed) {
+				t.Fatalf("read on closed conn: %v, want net.ErrClosed", err)
+			}
+		}},
+		{"write to a reset peer fails", func(t *testing.T, raw, peer net.Conn) {
+			_ = peer.(*net.TCPConn).SetLinger(0)
+			_ = peer.Close()
+			var err error
+			for i := 0; i < 100 && err == nil; i++ {
+				_, err = raw.Write([]byte("data"))
+			}
+			if err == nil {
+				t.Fatal("100 writes to a reset connection all succeeded")
+			}
+		}},
+		{"close write reaches the peer", func(t *testing.T, raw, peer net.Conn) {
+			if err := raw.(interface{ CloseWrite() error }).CloseWrite(); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := peer.Read(make([]byte, 8)); err != io.EOF {
+				t.Fatalf("peer read after CloseWrite: %v, want io.EOF", err)
+			}
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c, s := tcpPair(t)
+			raw := newRawConn(s)
+			if _, ok := raw.(*rawConn); !ok {
+				t.Fatalf("newRawConn(TCPConn) = %T, want *rawConn", raw)
+			}
+			tc.run(t, raw, c)
+		})
+	}
+}
+
+func TestRawConnConcurrentReadWrite(t *testing.T) {
+	c, s := tcpPair(t)
+	raw := newRawConn(s)
+	const n = 1 << 20
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); _, _ = io.Copy(c, io.LimitReader(c, n)) }() // echo peer
+	var got int64
+	go func() {
+		defer wg.Done()
+		got, _ = io.Copy(io.Discard, io.LimitReader(raw, n))
+	}()
+	chunk := make([]byte, 32<<10)
+	for sent := 0; sent < n; sent += len(chunk) {
+		if _, err := raw.Write(chunk); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wg.Wait()
+	if got != n {
+		t.Fatalf("echoed %d bytes, want %d", got, n)
+	}
+}
+
+func TestWriteAndWait(t *testing.T) {
+	tests := []struct {
+		name    string
+		peer    func(br *bufio.Reader, c net.Conn) // runs after reading the request line
+		timeout bool                               // writeAndWait must fail with a timeout
+		read    string                             // what Read returns after writeAndWait, when no error; "" = io.EOF
+	}{
+		{"response follows", func(_ *bufio.Reader, c net.Conn) { _, _ = c.Write([]byte("HTTP/1.1 204 No Content\r\n\r\n")) }, false, "HTTP/1.1 204"},
+		{"peer closes", func(_ *bufio.Reader, c net.Conn) { _ = c.Close() }, false, ""},
+		{"no answer before the deadline", func(*bufio.Reader, net.Conn) {}, true, ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c, s := tcpPair(t)
+			dc := newDeadlineConn(c)
+			if dc.raw.rc == nil {
+				t.Fatal("no raw conn for a TCP connection")
+			}
+			go func() {
+				br := bufio.NewReader(s)
+				if line, err := br.ReadString('\n'); err == nil && strings.HasPrefix(line, "GET /x HTTP/1.1") {
+					tc.peer(br, s)
+				}
+			}()
+			_ = dc.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
+			var req fasthttp.Request
+			req.SetRequestURI("http://backend/x")
+			bw := bufio.NewWriter(dc)
+			err := dc.writeAndWait(&req, bw)
+			if tc.timeout {
+				var ne net.Error
+				if !errors.As(err, &ne) || !ne.Timeout() {
+					t.Fatalf("writeAndWait = %v, want a timeout", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("writeAndWait = %v", err)
+			}
+			buf := make([]byte, 64)
+			n, err := dc.Read(buf)
+			switch {
+			case tc.read == "" && err != io.EOF:
+				t.Fatalf("read = %q, %v; want io.EOF", buf[:n], err)
+			case tc.read != "" && !strings.HasPrefix(string(buf[:n]), tc.read):
+				t.Fatalf("read = %q, %v; want prefix %q", buf[:n], err, tc.read)
+			}
+		})
+	}
+}
+
+// TestHTTP10KeepsBackendConnection: an HTTP/1.0 request with a Host goes to the backend as
+// HTTP/1.1, so the backend keeps its connection, as for an HTTP/1.1 client that closes.
+// (An HTTP/1.0 request without a Host cannot be forwarded: fasthttp refuses to write it.)
+func TestHTTP10KeepsBackendConnection(t *testing.T) {
+	tests := []struct {
+		name      string
+		request   string
+		wantProto string
+		wantConns func(int64) bool
+	}{
+		{"with host", "GET /a HTTP/1.0\r\nHost: example.test\r\n\r\n", "HTTP/1.1", func(n int64) bool { return n == 1 }},
+		{"HTTP/1.1 closing client", "GET /a HTTP/1.1\r\nHost: example.test\r\nConnection: close\r\n\r\n", "HTTP/1.1", func(n int64) bool { return n == 1 }},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var conns atomic.Int64
+			var mu sync.Mutex
+			var protos []string
+			be := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				mu.Lock()
+				protos = append(protos, r.Proto)
+				mu.Unlock()
+				_, _ = io.WriteString(w, "hello")
+			}))
+			be.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+				if s == http.StateNew {
+					conns.Add(1)
+				}
+			}
+			be.Start()
+			t.Cleanup(be.Close)
+			tp := startProxy(t, testConfig(testPool("p", "roundrobin", be.Listener.Addr().String())))
+			for i := range 3 {
+				c, err := net.Dial("tcp", tp.addr)
+				if err != nil {
+					t.Fatal(err)
+				}
+				_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+				if _, err := io.WriteString(c, tc.request); err != nil {
+					t.Fatal(err)
+				}
+				resp, err := io.ReadAll(c) // HTTP/1.0 without keep-alive: the proxy closes
+				_ = c.Close()
+				if err != nil || !strings.HasPrefix(string(resp), "HTTP/1.1 200") || !strings.HasSuffix(string(resp), "hello") {
+					t.Fatalf("request %d: %q, %v", i, resp, err)
+				}
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			for _, p := range protos {
+				if p != tc.wantProto {
+					t.Fatalf("backend saw %v, want all %s", protos, tc.wantProto)
+				}
+			}
+			if n := conns.Load(); !tc.wantConns(n) {
+				t.Fatalf("backend accepted %d connections for 3 requests", n)
+			}
+		})
+	}
+}
+
+// TestHalfClosedIdleBackend: a backend that half-closes an idle keep-alive connection and
+// lingers reading (as Apache does) must not make the next request wait for the response
+// timeout: the reused connection is found closed and the request goes out on a fresh one.
+func TestHalfClosedIdleBackend(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ln.Close() })
+	halfClosed := make(chan struct{}, 4)
+	var conns atomic.Int64
+	var wg sync.WaitGroup
+	t.Cleanup(wg.Wait)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			n := conns.Add(1)
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer c.Close()
+				_ = c.SetDeadline(time.Now().Add(20 * time.Second))
+				br := bufio.NewReader(c)
+				var req fasthttp.Request
+				if err := req.Read(br); err != nil {
+					return
+				}
+				_, _ = io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+				if n == 1 {
+					_ = c.(*net.TCPConn).CloseWrite() // idle "timeout": FIN, then linger
+					halfClosed <- struct{}{}
+					_, _ = io.Copy(io.Discard, c) // discard whatever comes, never answer
+				}
+			}()
+		}
+	}()
+	pc := testPool("p", "roundrobin", ln.Addr().String())
+	pc.Timeouts.Response = dur(15 * time.Second)
+	tp := startProxy(t, testConfig(pc))
+	c := testClient()
+	for i := range 2 {
+		if i == 1 {
+			<-halfClosed
+			time.Sleep(quickReuse + 50*time.Millisecond) // idle long enough to count as idle
+		}
+		resp, body := get(t, c, "GET", tp.url("/"), nil, nil)
+		if resp.StatusCode != 200 || string(body) != "ok" {
+			t.Fatalf("request %d: %d %q", i, resp.StatusCode, body)
+		}
+	}
+	if n := conns.Load(); n != 2 {
+		t.Fatalf("backend saw %d connections, want 2 (the half-closed one replaced)", n)
+	}
+}
