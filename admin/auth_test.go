@@ -128,7 +128,9 @@ func TestMetricsExposition(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	b.CountStatus(503)
 	p.Release(b, 3_000_000, true) // 3 ms, failed
+	p.CountRetry()
 	if err := p.Drain("b"); err != nil {
 		t.Fatal(err)
 	}
@@ -147,6 +149,10 @@ func TestMetricsExposition(t *testing.T) {
 		`ballast_backend_latency_seconds_bucket{backend="a",pool="web",le="0.0025"} 0`,
 		`ballast_pool_queue_length{pool="web"} 0`,
 		`ballast_pool_queue_wait_seconds_count{pool="web"} 0`,
+		`ballast_backend_responses_total{backend="a",class="5xx",pool="web"} 1`,
+		`ballast_pool_retries_total{pool="web"} 1`,
+		`ballast_pool_hedges_total{pool="web"} 0`,
+		`ballast_pool_no_backend_total{pool="web"} 0`,
 		`ballast_pool_backends{pool="web",state="draining"} 1`,
 		`ballast_backend_lbstatus{backend="a",pool="web"}`,
 	} {

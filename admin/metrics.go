@@ -139,6 +139,9 @@ var (
 	dQueued    = prometheus.NewDesc("ballast_pool_queued_total", "Requests that entered the backlog.", labelsP, nil)
 	dQTimeout  = prometheus.NewDesc("ballast_pool_queue_timeouts_total", "Requests that waited queue_timeout and got 503.", labelsP, nil)
 	dQRejected = prometheus.NewDesc("ballast_pool_queue_rejected_total", "Requests turned away because the backlog was full.", labelsP, nil)
+	dNoBackend = prometheus.NewDesc("ballast_pool_no_backend_total", "Requests that found no usable backend (503).", labelsP, nil)
+	dRetries   = prometheus.NewDesc("ballast_pool_retries_total", "Requests sent again to another backend after a failed try.", labelsP, nil)
+	dHedges    = prometheus.NewDesc("ballast_pool_hedges_total", "Hedged copies sent for slow requests.", labelsP, nil)
 	dQWait     = prometheus.NewDesc("ballast_pool_queue_wait_seconds", "Time spent in the backlog by requests that left it (sum and count only: upstream keeps no per-request buckets).", labelsP, nil)
 	dBackends  = prometheus.NewDesc("ballast_pool_backends", "Backends in the pool by state.", append(labelsP, "state"), nil)
 )
@@ -147,7 +150,7 @@ var allStates = []upstream.State{upstream.StateUp, upstream.StateSlowStart, upst
 
 func (c *liveCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{dInFlight, dRequests, dResponses, dErrors, dWeight, dEffWeight, dState, dHealthy,
-		dEjections, dEWMA, dLBStatus, dQueueLen, dQueueMax, dQueued, dQTimeout, dQRejected, dQWait, dBackends} {
+		dEjections, dEWMA, dLBStatus, dQueueLen, dQueueMax, dQueued, dQTimeout, dQRejected, dNoBackend, dRetries, dHedges, dQWait, dBackends} {
 		ch <- d
 	}
 }
@@ -209,6 +212,9 @@ func (c *liveCollector) Collect(ch chan<- prometheus.Metric) {
 		counter(dQueued, float64(qs.Queued), name)
 		counter(dQTimeout, float64(qs.TimedOut), name)
 		counter(dQRejected, float64(qs.Rejected), name)
+		counter(dNoBackend, float64(qs.NoBackend), name)
+		counter(dRetries, float64(qs.Retries), name)
+		counter(dHedges, float64(qs.Hedges), name)
 		ch <- prometheus.MustNewConstHistogram(dQWait, qs.Dispatched+qs.TimedOut, qs.Wait.Seconds(), nil, name)
 	}
 }

@@ -212,9 +212,20 @@ func failed(a *attempt) bool {
 	case errClient, errCancelled, errStale:
 		return false
 	case errNone:
-		return a.ps.include5xx && a.resp.StatusCode() >= 500
+		return a.ps.include5xx && a.out.StatusCode() >= 500
 	}
 	return true
+}
+
+// release ends a's hold on its backend: the response's status class is counted (0 when there
+// was no response) and the slot goes back to the pool with the outcome for outlier detection.
+func (a *attempt) release(latency time.Duration, failure bool) {
+	code := 0
+	if a.class == errNone {
+		code = a.out.StatusCode()
+	}
+	a.b.CountStatus(code)
+	a.ps.pool.Release(a.b, latency, failure)
 }
 
 // forward runs attempts one after the other: the first try, then retries on other backends.
@@ -244,13 +255,14 @@ func (ls *listenerState) forward(ctx *fasthttp.RequestCtx, t *table, ps *poolSta
 			ls.deliver(ctx, t, x, a)
 			return
 		}
-		ps.pool.Release(b, time.Since(a.start), failed(a))
+		a.release(time.Since(a.start), failed(a))
 		untouched := replayable || x.up.n == 0
 		switch {
 		case a.class == errStale && stale < 2 && untouched:
 			stale++ // a keep-alive race, not the backend's fault: same pool, fresh connection
 		case try < ps.attempts && ps.retryable(a, h, untouched) && ps.budget.spend(coarseUnix()):
 			markTried(&tried, b)
+			ps.pool.CountRetry()
 			try++
 		default:
 			ls.fail(ctx, t, a)
@@ -330,7 +342,7 @@ func (ls *listenerState) deliver(ctx *fasthttp.RequestCtx, t *table, x *exchange
 		out.SetBodyStream(&x.relay, cl)
 		return
 	}
-	a.ps.pool.Release(a.b, a.ttfb, failed(a))
+	a.release(a.ttfb, failed(a))
 	if t.access {
 		ls.logAccess(ctx, a, time.Since(a.start))
 	}
@@ -414,7 +426,7 @@ func (r *relay) Close() error {
 	complete := r.eof && !r.broken
 	a.finishBody(complete)
 	// A body cut short by the backend is its failure; a client that went away is not.
-	a.ps.pool.Release(a.b, a.ttfb, r.broken || failed(a))
+	a.release(a.ttfb, r.broken || failed(a))
 	if r.t.access {
 		r.ls.logAccess(r.ctx, a, time.Since(a.start))
 	}

@@ -53,11 +53,12 @@ func (ls *listenerState) hedged(ctx *fasthttp.RequestCtx, t *table, ps *poolStat
 				winner = a
 				break
 			}
-			ps.pool.Release(a.b, time.Since(a.start), failed(a))
+			a.release(time.Since(a.start), failed(a))
 			fasthttp.ReleaseRequest(a.req)
 			last = a
 			if tries < ps.attempts && ps.retryable(a, h, true) && ps.budget.spend(coarseUnix()) {
 				if _, err := launch(); err == nil {
+					ps.pool.CountRetry()
 					tries++
 					outstanding++
 				}
@@ -65,6 +66,7 @@ func (ls *listenerState) hedged(ctx *fasthttp.RequestCtx, t *table, ps *poolStat
 		case <-timer.C:
 			if hedges < ps.maxHedges && ps.budget.spend(coarseUnix()) {
 				if _, err := launch(); err == nil {
+					ps.pool.CountHedge()
 					hedges++
 					outstanding++
 				}
@@ -108,6 +110,6 @@ func (a *attempt) abandon() {
 	if a.class == errNone && a.br != nil {
 		a.finishBody(false)
 	}
-	a.ps.pool.Release(a.b, time.Since(a.start), a.class != errNone && a.class != errCancelled && failed(a))
+	a.release(time.Since(a.start), a.class != errNone && a.class != errCancelled && failed(a))
 	fasthttp.ReleaseRequest(a.req)
 }

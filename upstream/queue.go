@@ -28,6 +28,7 @@ type grant struct {
 
 type queueCounters struct {
 	queued, dispatched, timedOut, rejected, waitNanos atomic.Uint64
+	noBackend, retries, hedges                        atomic.Uint64
 }
 
 // QueueStats are cumulative backlog counters, for the metrics.
@@ -42,6 +43,10 @@ type QueueStats struct {
 	Rejected uint64
 	// Wait is the total time spent in the backlog by requests that left it.
 	Wait time.Duration
+	// NoBackend counts Acquire calls that found no usable backend (503).
+	NoBackend uint64
+	// Retries and Hedges count what the proxy reported with CountRetry and CountHedge.
+	Retries, Hedges uint64
 }
 
 // Queue is the number of requests waiting in the backlog now.
@@ -55,6 +60,9 @@ func (p *Pool) QueueStats() QueueStats {
 		TimedOut:   p.stats.timedOut.Load(),
 		Rejected:   p.stats.rejected.Load(),
 		Wait:       time.Duration(p.stats.waitNanos.Load()),
+		NoBackend:  p.stats.noBackend.Load(),
+		Retries:    p.stats.retries.Load(),
+		Hedges:     p.stats.hedges.Load(),
 	}
 }
 

@@ -193,6 +193,14 @@ func confFor(bc config.Backend, poolMaxConns int) *bconf {
 // waits in the pool's FIFO backlog (bounded by max_queue and queue_timeout) and is dispatched the
 // moment a slot frees, running the balancer again. The caller must call Release exactly once.
 func (p *Pool) Acquire(key uint64, tried balance.Tried) (*Backend, error) {
+	b, err := p.acquire(key, tried)
+	if err == ErrNoBackend {
+		p.stats.noBackend.Add(1)
+	}
+	return b, err
+}
+
+func (p *Pool) acquire(key uint64, tried balance.Tried) (*Backend, error) {
 	// Requests already waiting go first: a newcomer joins the queue rather than barge.
 	if p.qlen.Load() == 0 {
 		b, err := p.try(key, &tried)
@@ -202,6 +210,12 @@ func (p *Pool) Acquire(key uint64, tried balance.Tried) (*Backend, error) {
 	}
 	return p.wait(key, tried)
 }
+
+// CountRetry records that the proxy sent a request again to another backend, for the metrics.
+func (p *Pool) CountRetry() { p.stats.retries.Add(1) }
+
+// CountHedge records that the proxy sent a hedged copy of a slow request, for the metrics.
+func (p *Pool) CountHedge() { p.stats.hedges.Add(1) }
 
 // TryAcquire is Acquire without the backlog: when every usable backend is at its limit, or
 // requests are already waiting, it returns ErrBusy at once. Hedged copies use it: a hedge that
