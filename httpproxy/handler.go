@@ -206,6 +206,21 @@ func (ps *poolState) retryable(a *attempt, h *fasthttp.RequestHeader, bodyUntouc
 	return false
 }
 
+// connectFailureHoldoff is how long a backend that refused a connection stays out of rotation:
+// lighttpd's disable-time (1 s), the same idea as nginx's max_fails=1 fail_timeout.
+const connectFailureHoldoff = time.Second
+
+// connectFailed takes a backend that could not be reached out of rotation for
+// connectFailureHoldoff, so that the requests behind this one go elsewhere at once instead of
+// failing or spending the retry budget. It never shortens a longer ejection (outlier detection).
+func (ps *poolState) connectFailed(b *upstream.Backend) {
+	now := time.Now()
+	if b.EjectedUntil().After(now) {
+		return
+	}
+	_ = ps.pool.Eject(b.ID, now.Add(connectFailureHoldoff)) // fails only if b was removed meanwhile
+}
+
 // failed reports whether the attempt counts as a backend failure for outlier detection.
 func failed(a *attempt) bool {
 	switch a.class {
@@ -256,6 +271,9 @@ func (ls *listenerState) forward(ctx *fasthttp.RequestCtx, t *table, ps *poolSta
 			return
 		}
 		a.release(time.Since(a.start), failed(a))
+		if a.class == errConnect {
+			ps.connectFailed(b)
+		}
 		untouched := replayable || x.up.n == 0
 		switch {
 		case a.class == errStale && stale < 2 && untouched:

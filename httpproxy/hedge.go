@@ -54,6 +54,9 @@ func (ls *listenerState) hedged(ctx *fasthttp.RequestCtx, t *table, ps *poolStat
 				break
 			}
 			a.release(time.Since(a.start), failed(a))
+			if a.class == errConnect {
+				ps.connectFailed(a.b)
+			}
 			fasthttp.ReleaseRequest(a.req)
 			last = a
 			if tries < ps.attempts && ps.retryable(a, h, true) && ps.budget.spend(coarseUnix()) {
