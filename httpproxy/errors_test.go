@@ -253,3 +253,29 @@ func TestSlowClientHeaders(t *testing.T) {
 		t.Error("the incomplete request reached the backend")
 	}
 }
+
+// An HTTP/1.0 request without Host is valid; the backend gets one (its own address) and the
+// client gets the backend's answer in HTTP/1.0.
+func TestHTTP10WithoutHost(t *testing.T) {
+	be := newTiny(t, nil)
+	tp := startProxy(t, testConfig(testPool("p", "roundrobin", hostOf(be.Server))))
+	c, err := net.Dial("tcp", tp.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := io.WriteString(c, "GET /old HTTP/1.0\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	b, err := io.ReadAll(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.HasPrefix(b, []byte("HTTP/1.0 200")) && !bytes.HasPrefix(b, []byte("HTTP/1.1 200")) {
+		t.Fatalf("answer %q, want 200", b)
+	}
+	if be.hits.Load() != 1 {
+		t.Errorf("backend hits = %d, want 1", be.hits.Load())
+	}
+}

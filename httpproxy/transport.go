@@ -169,6 +169,11 @@ const (
 // reset prepares a for a new try on b.
 func (a *attempt) reset(ps *poolState, b *upstream.Backend, req *fasthttp.Request) {
 	a.ps, a.b, a.req = ps, b, req
+	if len(req.Header.Host()) == 0 {
+		// An HTTP/1.0 request may come without Host; fasthttp cannot send one, and HTTP/1.1
+		// backends need one, so name the backend (what a client dialling it directly would send).
+		req.Header.SetHost(b.Address)
+	}
 	a.out = &a.resp
 	a.hc, _ = b.Transport.(*fasthttp.HostClient)
 	a.cc, a.conn, a.br = nil, nil, nil

@@ -316,7 +316,9 @@ func (s *instance) openListeners(cfg *config.Config) ([]*openListener, error) {
 		if _, ok := s.listeners[listenerKey(l)]; ok {
 			continue
 		}
-		ln, err := net.Listen("tcp", l.Address)
+		// No TCP keep-alive probes on client connections (HAProxy's default, option tcpka off):
+		// idle_timeout closes idle clients, and the probes' setsockopt calls cost every accept.
+		ln, err := (&net.ListenConfig{KeepAlive: -1}).Listen(context.Background(), "tcp", l.Address)
 		if err != nil {
 			closeListeners(opened)
 			for _, ol := range s.listeners {
