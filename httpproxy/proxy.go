@@ -67,6 +67,8 @@ type poolState struct {
 	respTimeout    time.Duration
 	connectTimeout time.Duration
 	include5xx     bool
+	maxIdle        int // keepalive.max_idle: idle connections kept per backend
+	maxRequests    int // keepalive.max_requests: requests per backend connection, 0 = unlimited
 	budget         *retryBudget
 }
 
@@ -149,6 +151,8 @@ func newPoolState(pc *config.Pool, pool *upstream.Pool, prev *table) (*poolState
 		respTimeout:    durationOr(pc.Timeouts.Response.Duration, defaultResponseTimeout),
 		connectTimeout: durationOr(pc.Timeouts.Connect.Duration, defaultConnectTimeout),
 		include5xx:     pc.Outlier.Include5xx,
+		maxIdle:        pc.KeepAlive.MaxIdle,
+		maxRequests:    pc.KeepAlive.MaxRequests,
 	}
 	if ps.attempts <= 0 {
 		ps.attempts = 1

@@ -182,13 +182,24 @@ func (a *attempt) reset(ps *poolState, b *upstream.Backend, req *fasthttp.Reques
 	a.state.Store(stateRunning)
 }
 
-// releaseConn returns the connection to the backend's idle pool.
+// releaseConn returns the connection to the backend's idle pool, or closes it when it has
+// served keepalive.max_requests requests or the pool already keeps keepalive.max_idle idle
+// connections of this backend.
 func (a *attempt) releaseConn() {
-	a.forgetConn()
-	if a.cc != nil {
-		releaseClientConn(a.hc, (*fasthttp.HostClient).ReleaseConn, a.cc)
-		a.cc, a.conn = nil, nil
+	if a.cc == nil {
+		return
 	}
+	if dc, ok := a.conn.(*deadlineConn); ok && a.ps.maxRequests > 0 && dc.served >= a.ps.maxRequests {
+		a.closeConn()
+		return
+	}
+	if a.hc.IdleConnsCount() >= a.ps.maxIdle {
+		a.closeConn()
+		return
+	}
+	a.forgetConn()
+	releaseClientConn(a.hc, (*fasthttp.HostClient).ReleaseConn, a.cc)
+	a.cc, a.conn = nil, nil
 }
 
 // closeConn closes the connection and frees its place in the backend's pool.
@@ -255,6 +266,9 @@ func (a *attempt) roundTrip(hedged bool) bool {
 	}
 	a.cc = cc
 	conn := cc.Conn()
+	if dc, ok := conn.(*deadlineConn); ok {
+		dc.served++
+	}
 	lastUse := cc.LastUseTime()
 	reused := !lastUse.IsZero()
 	a.conn = conn
@@ -430,6 +444,8 @@ type deadlineConn struct {
 	bw    *bufio.Writer
 	wrote bool
 	werr  error
+
+	served int // requests sent on this connection, for keepalive.max_requests
 }
 
 func newDeadlineConn(c net.Conn) *deadlineConn {
