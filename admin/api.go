@@ -25,12 +25,15 @@ var indexTmpl = template.Must(template.ParseFS(uiFS, "ui/index.html"))
 
 // PoolView is one pool as GET /api/pools shows it.
 type PoolView struct {
-	Name       string        `json:"name"`
-	Balancer   string        `json:"balancer"`
-	Queue      int           `json:"queue"`
-	MaxQueue   int           `json:"max_queue"`
-	QueueStats QueueView     `json:"queue_stats"`
-	Backends   []BackendView `json:"backends"`
+	Name       string    `json:"name"`
+	Balancer   string    `json:"balancer"`
+	Queue      int       `json:"queue"`
+	MaxQueue   int       `json:"max_queue"`
+	QueueStats QueueView `json:"queue_stats"`
+	// Panic: too few backends are fit, so the pool balances over all of them regardless of
+	// health (outlier.panic_threshold_percent).
+	Panic    bool          `json:"panic"`
+	Backends []BackendView `json:"backends"`
 	// Overrides lists the runtime API's changes in force: weights, drains, disables, and
 	// backends added or removed since the configuration was loaded.
 	Overrides Overrides `json:"overrides"`
@@ -89,7 +92,7 @@ func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
 func (p *Plane) poolView(name string, pl *upstream.Pool, pc config.Pool) PoolView {
 	qs := pl.QueueStats()
-	v := PoolView{Name: name, Balancer: pl.Balancer(), Queue: pl.Queue(), MaxQueue: pl.MaxQueue(), QueueStats: QueueView{
+	v := PoolView{Name: name, Balancer: pl.Balancer(), Queue: pl.Queue(), MaxQueue: pl.MaxQueue(), Panic: pl.Panicking(), QueueStats: QueueView{
 		Queued: qs.Queued, Dispatched: qs.Dispatched, TimedOut: qs.TimedOut, Rejected: qs.Rejected, WaitSeconds: qs.Wait.Seconds(),
 	}}
 	inConf := map[string]bool{}

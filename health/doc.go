@@ -15,8 +15,9 @@
 // proxy when it releases the request (connect errors, resets, timeouts, and 5xx with
 // include_5xx). Ejections are refused when they would put more than max_ejection_percent of the
 // pool out at once (at least one backend may always be ejected while the percentage is above
-// 0), or when they would leave fewer than panic_threshold_percent of the pool usable: upstream
-// has no panic mode that balances over every backend, so health keeps enough backends in.
+// 0), or when they would leave fewer than panic_threshold_percent of the pool usable: below that
+// share the pool panics and balances over every backend anyway (upstream.Pool.Panicking), so
+// such an ejection would change nothing but the status page.
 //
 // The counters are sampled every Options.OutlierTick (100 ms by default) rather than observed
 // per request: "consecutive" therefore means "no success within the same sample", which errs

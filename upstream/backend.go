@@ -205,10 +205,13 @@ func (b *Backend) State() State {
 
 // usable reports whether the backend may take new requests at now, given its configuration c.
 func (b *Backend) usable(c *bconf, now int64) bool {
-	if c.down || b.disabled.Load() || b.draining.Load() || b.healthDown.Load() {
-		return false
-	}
-	if u := b.ejectedUntil.Load(); u != 0 && now < u {
+	return b.inRotation(c) && b.fit(now)
+}
+
+// inRotation reports whether the configuration and the operator let b take traffic: not
+// configured down, disabled or draining, and a weight above 0.
+func (b *Backend) inRotation(c *bconf) bool {
+	if c.down || b.disabled.Load() || b.draining.Load() {
 		return false
 	}
 	w := b.weightOverride.Load()
@@ -216,6 +219,16 @@ func (b *Backend) usable(c *bconf, now int64) bool {
 		w = c.weight
 	}
 	return w > 0
+}
+
+// fit reports whether health lets b take traffic: not marked down by active checks and not
+// ejected by outlier detection.
+func (b *Backend) fit(now int64) bool {
+	if b.healthDown.Load() {
+		return false
+	}
+	u := b.ejectedUntil.Load()
+	return u == 0 || now >= u
 }
 
 // reserve counts one more request in flight unless that would exceed limit (0 = none). It is

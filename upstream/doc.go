@@ -31,6 +31,13 @@
 // Runtime additions and removals are not carried over; the configuration decides membership.
 // A pool that is built but never installed must be Closed, which hands reused backends back.
 //
+// # Panic
+//
+// With outlier.panic_threshold_percent set, a pool whose health checks and ejections leave fewer
+// than that share of its in-rotation primaries fit balances over all of them as if healthy
+// (Envoy's panic threshold): the survivors alone would be overloaded. Disabled, draining and
+// configured-down backends stay out.
+//
 // # Slow start
 //
 // With slow_start set, a backend that becomes usable (enabled, healthy again, added, back from

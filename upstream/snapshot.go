@@ -24,6 +24,7 @@ type snapshot struct {
 	limit    []int64 // max_conns per index, 0 = none
 	picker   balance.Picker
 	tracker  balance.Tracker // picker as a Tracker, nil when it keeps no index
+	panic    bool            // health is ignored: too few primaries are fit (panic threshold)
 }
 
 // InFlight implements balance.Load.
@@ -89,6 +90,7 @@ func (p *Pool) build(bs []*Backend, cs []*bconf, now int64) (*snapshot, int64, e
 			next = now + step
 		}
 	}
+	s.panic = p.panics(bs, cs, now)
 	for i, b := range bs {
 		c := cs[i]
 		w := int(c.weight)
@@ -99,7 +101,8 @@ func (p *Pool) build(bs []*Backend, cs []*bconf, now int64) (*snapshot, int64, e
 		if ramping {
 			w = p.rampedWeight(b, w, now)
 		}
-		desc[i] = balance.Backend{ID: b.ID, Weight: w, Backup: c.backup, Down: !b.usable(c, now)}
+		usable := b.inRotation(c) && (b.fit(now) || s.panic && !c.backup)
+		desc[i] = balance.Backend{ID: b.ID, Weight: w, Backup: c.backup, Down: !usable}
 		s.limit[i] = c.maxConns
 	}
 	o := p.opts
@@ -112,3 +115,29 @@ func (p *Pool) build(bs []*Backend, cs []*bconf, now int64) (*snapshot, int64, e
 	s.tracker, _ = pk.(balance.Tracker)
 	return s, next, nil
 }
+
+// panics reports whether the pool is in panic (Envoy's panic threshold): health checks and
+// outlier detection have left fewer than panic_threshold_percent of the primaries that the
+// configuration and the operator keep in rotation fit for traffic. Then the pool balances over
+// all of them as if they were healthy, since sending everything to the few survivors would
+// only overload them too.
+func (p *Pool) panics(bs []*Backend, cs []*bconf, now int64) bool {
+	if p.panicPercent <= 0 {
+		return false
+	}
+	inRotation, fit := 0, 0
+	for i, b := range bs {
+		if cs[i].backup || !b.inRotation(cs[i]) {
+			continue
+		}
+		inRotation++
+		if b.fit(now) {
+			fit++
+		}
+	}
+	return inRotation > 0 && fit*100 < p.panicPercent*inRotation
+}
+
+// Panicking reports whether the pool ignores health because too few backends are fit
+// (outlier.panic_threshold_percent).
+func (p *Pool) Panicking() bool { return p.snap.Load().panic }

@@ -40,6 +40,7 @@ type Pool struct {
 	maxQueue        int
 	queueTimeout    time.Duration
 	slowStart       time.Duration
+	panicPercent    int              // outlier.panic_threshold_percent; 0 = never panic
 	now             func() time.Time // injected by tests
 	// newTimer starts the queue_timeout timer; tests inject one they fire themselves.
 	newTimer func(time.Duration) (<-chan time.Time, func() bool)
@@ -107,6 +108,7 @@ func newPool(cfg config.Pool, prev *Pool, now func() time.Time) (*Pool, error) {
 		maxQueue:        cfg.MaxQueue,
 		queueTimeout:    cfg.QueueTimeout.Duration,
 		slowStart:       cfg.SlowStart.Duration,
+		panicPercent:    cfg.Outlier.PanicThreshold,
 		now:             now,
 		newTimer:        realTimer,
 		prev:            prev,

@@ -162,6 +162,7 @@
       const parts = [p.balancer, "queue " + p.queue + "/" + p.max_queue, "queued " + p.queue_stats.queued, "timed out " + p.queue_stats.timed_out, "rejected " + p.queue_stats.rejected];
       const n = (ov.backends || []).length + (ov.added || []).length + (ov.removed || []).length;
       if (n) parts.push(n + " runtime override" + (n > 1 ? "s" : ""));
+      if (p.panic) parts.push("PANIC: too few backends fit, balancing over all");
       s.meta.textContent = parts.join(" · ");
       const ids = new Set();
       p.backends.forEach((b, i) => {
