@@ -1,0 +1,32 @@
+// Package lab reproduces the seeds' experiments end to end on this machine: it starts emulated
+// backends (lab/backend), starts Ballast with each algorithm in turn as a child process
+// (`ballast serve -c FILE`, so that its CPU can be read from /proc), drives it with Ballast's
+// load generator (lab/loadgen), and reports, for every algorithm, the seed's figure, the
+// simulator's prediction (package sim), the measured figure and its ratio to the ideal.
+//
+// # Contract
+//
+// Run(name, Options) runs one scenario of SCENARIOS.md (Names lists them) and returns a Report
+// whose JSON form is exactly {"scenario": NAME, "results": [{"algorithm", "throughput_rps",
+// "makespan_s", "split", "p50_ms", "p99_ms", "ideal_ratio", "predicted", "seed"}, ...]}.
+// Measured figures come from the load generator; "split" counts the responses per backend by
+// the X-Ballast-Backend header the emulated backends send (pools over 100 backends are counted
+// per block of consecutive ports, so the counts still sum to the responses). "predicted" and
+// "seed" are objects holding only the figures that exist for that row. Options.Quick shrinks
+// request counts, durations and sleep times (by QuickScale) so that each scenario ends within
+// about 30 seconds; the predictions are computed for the same shrunken scenario.
+//
+// Each row also keeps, outside the JSON, the proxy's CPU time per request (utime + stime of the
+// proxy's process tree from /proc, read before and after the load) and the raw counts; WriteFiles
+// stores them in details.json beside results.json and the SVG charts.
+//
+// The peers scenario runs HAProxy, nginx and Caddy when their binaries are on PATH and lists the
+// ones it skipped in Report.Notes.
+//
+// # Concurrency
+//
+// A scenario runs its loads one after another (measurements must not overlap); Run is not
+// meant to be called concurrently with another Run, since both would share the machine's CPUs
+// and ports. Child processes are always stopped before Run returns, also on errors and on
+// cancellation of the context.
+package lab

@@ -1,0 +1,354 @@
+package lab
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"runtime"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"ballast/lab/backend"
+	"ballast/lab/loadgen"
+	"ballast/sim"
+)
+
+// QuickScale multiplies the sleep times of seed 001's scenarios under Options.Quick (5 s
+// becomes 0.5 s), so that their makespans, and the model's predictions, shrink alike.
+const QuickScale = 0.1
+
+// Options configure a run.
+type Options struct {
+	// Ballast is the path of the ballast binary, run as `serve` (and `backend` for pools of
+	// hundreds of backends).
+	Ballast string
+	// Quick shrinks counts, durations and sleeps so that a scenario ends within about 30 s.
+	Quick bool
+	// Reps is how many times the interleaved comparisons (backend-count, peers) repeat; the
+	// rows report medians. 0 means 3, or 1 with Quick.
+	Reps int
+	// Log, when set, gets one line per load as the scenario proceeds.
+	Log io.Writer
+
+	failures *[]string // set by Run: what went wrong in loads, for the report's notes
+}
+
+// fail records a load's failures for the report's notes.
+func (o Options) fail(s string) {
+	if o.failures != nil {
+		*o.failures = append(*o.failures, s)
+	}
+}
+
+func (o Options) reps() int {
+	switch {
+	case o.Reps > 0:
+		return o.Reps
+	case o.Quick:
+		return 1
+	}
+	return 3
+}
+
+func (o Options) logf(format string, args ...any) {
+	if o.Log != nil {
+		fmt.Fprintf(o.Log, format+"\n", args...)
+	}
+}
+
+// pick returns full or, under Quick, quick.
+func pick[T any](o Options, full, quick T) T {
+	if o.Quick {
+		return quick
+	}
+	return full
+}
+
+type scenario struct {
+	name string
+	run  func(ctx context.Context, o Options, r *Report) error
+}
+
+var scenarios = []scenario{
+	{"heterogeneous", runHeterogeneous},
+	{"slow-backend", runSlowBackend},
+	{"variable-cost", runVariableCost},
+	{"many-backends", runManyBackends},
+	{"backend-count", runBackendCount},
+	{"peers", runPeers},
+}
+
+// Names lists the scenarios in the order `all` runs them.
+func Names() []string {
+	out := make([]string, len(scenarios))
+	for i, s := range scenarios {
+		out[i] = s.name
+	}
+	return out
+}
+
+// Run runs the named scenario and returns its report.
+func Run(ctx context.Context, name string, o Options) (*Report, error) {
+	i := slices.IndexFunc(scenarios, func(s scenario) bool { return s.name == name })
+	if i < 0 {
+		return nil, fmt.Errorf("lab: unknown scenario %q (valid: %s, all)", name, strings.Join(Names(), ", "))
+	}
+	if o.Ballast == "" {
+		return nil, fmt.Errorf("lab: no ballast binary to run")
+	}
+	r := &Report{Scenario: name, Results: []Result{}}
+	r.Notes = append(r.Notes, "machine: "+machine())
+	if v, err := exec.Command(o.Ballast, "version").Output(); err == nil {
+		r.Notes = append(r.Notes, "ballast: "+strings.TrimSpace(string(v)))
+	}
+	var failures []string
+	o.failures = &failures
+	if err := scenarios[i].run(ctx, o, r); err != nil {
+		return nil, fmt.Errorf("lab %s: %w", name, err)
+	}
+	for _, f := range failures {
+		r.Notes = append(r.Notes, "failures: "+f)
+	}
+	r.Notes = append(r.Notes, "load average after the run: "+loadAvg())
+	return r, nil
+}
+
+// machine describes where the figures were measured.
+func machine() string {
+	model := "unknown CPU"
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
+				model = strings.TrimSpace(v)
+				break
+			}
+		}
+	}
+	return fmt.Sprintf("%d CPUs (%s), %s/%s, %s; load average before: %s", runtime.NumCPU(), model, runtime.GOOS, runtime.GOARCH, runtime.Version(), loadAvg())
+}
+
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "unknown"
+	}
+	return strings.Join(f[:3], " ")
+}
+
+// measure runs one load against p and returns the load generator's figures and the proxy's
+// CPU time during it.
+func measure(ctx context.Context, o Options, p Proxy, lo loadgen.Options) (*loadgen.Result, time.Duration, error) {
+	lo.URL = "http://" + p.Addr() + "/"
+	// A hang detector, not a timing assumption: a load that has not ended well after its
+	// expected time is cut off, and its row says so, rather than stalling the whole lab.
+	lctx, cancel := context.WithTimeout(ctx, loadBound(lo))
+	defer cancel()
+	c0, cerr0 := p.CPU()
+	res, err := loadgen.Run(lctx, lo)
+	if err != nil {
+		return nil, 0, err
+	}
+	c1, cerr1 := p.CPU()
+	if err := p.Check(); err != nil {
+		return nil, 0, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, 0, err
+	}
+	if lctx.Err() != nil && lo.N > 0 && res.Requests < lo.N {
+		res.Failed += lo.N - res.Requests // never answered: counted as failed
+		res.Requests = lo.N
+	}
+	if res.Failed > 0 || res.Non2xx > 0 {
+		o.fail(fmt.Sprintf("%s at -c %d: %d failed, statuses %v; %s said: %s",
+			p.Name(), lo.C, res.Failed, res.Status, p.Name(), p.Output()))
+	}
+	var cpu time.Duration
+	if cerr0 == nil && cerr1 == nil {
+		cpu = c1 - c0
+	}
+	return res, cpu, nil
+}
+
+// loadBound is how long a load may run before it is cut off as hung.
+func loadBound(lo loadgen.Options) time.Duration {
+	if lo.Duration > 0 {
+		return lo.Duration + time.Minute
+	}
+	return 3 * time.Minute
+}
+
+// minCPU is the least CPU time a load must use for its CPU per request to be reported: /proc
+// counts in 10 ms ticks, so less than 5 ticks would be more rounding than measurement.
+const minCPU = 5 * clockTick
+
+// row turns one load's figures into a report row.
+func row(label string, res *loadgen.Result, cpu time.Duration) Result {
+	r := Result{
+		Algorithm:     label,
+		ThroughputRPS: res.ThroughputRPS,
+		MakespanS:     res.Seconds,
+		Split:         res.Split,
+		P50Ms:         res.P50Ms,
+		P99Ms:         res.P99Ms,
+		Detail: Detail{
+			Requests: res.Requests,
+			Failed:   res.Failed,
+			Non2xx:   res.Non2xx,
+			Seconds:  res.Seconds,
+			P90Ms:    res.P90Ms,
+			MaxMs:    res.MaxMs,
+		},
+	}
+	if res.Requests > 0 && cpu >= minCPU {
+		r.Detail.CPUUsPerReq = float64(cpu.Microseconds()) / float64(res.Requests)
+	}
+	if r.Split == nil {
+		r.Split = map[string]int64{}
+	}
+	return r
+}
+
+// runBallast starts Ballast for spec, applies each load in turn, and stops it.
+func runBallast(ctx context.Context, o Options, spec PoolSpec, loads []loadgen.Options) ([]*loadgen.Result, []time.Duration, error) {
+	p, err := StartBallast(ctx, o.Ballast, spec, 60*time.Second)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer p.Close()
+	var res []*loadgen.Result
+	var cpus []time.Duration
+	for _, lo := range loads {
+		r, cpu, err := measure(ctx, o, p, lo)
+		if err != nil {
+			return nil, nil, err
+		}
+		res = append(res, r)
+		cpus = append(cpus, cpu)
+	}
+	return res, cpus, nil
+}
+
+// localBackends starts one in-process emulated backend per config on a free loopback port.
+func localBackends(cfgs ...backend.Config) ([]*backend.Server, []Target, func(), error) {
+	var srvs []*backend.Server
+	var ts []Target
+	closeAll := func() {
+		for _, s := range srvs {
+			_ = s.Close()
+		}
+	}
+	for _, c := range cfgs {
+		s, err := backend.Listen("127.0.0.1:0", c)
+		if err != nil {
+			closeAll()
+			return nil, nil, nil, err
+		}
+		srvs = append(srvs, s)
+		ts = append(ts, Target{Name: c.Name, Addr: s.Addr()})
+	}
+	return srvs, ts, closeAll, nil
+}
+
+// simFigures runs the model and returns its figures as a prediction.
+func simFigures(sc sim.Scenario, algorithm string) (Figures, error) {
+	r, err := sim.Run(sc, algorithm)
+	if err != nil {
+		return Figures{}, err
+	}
+	f := Figures{
+		ThroughputRPS: r.Throughput,
+		MakespanS:     r.Makespan.Seconds(),
+		SplitPct:      map[string]float64{},
+		P50Ms:         float64(r.Latency.P50) / 1e6,
+		P99Ms:         float64(r.Latency.P99) / 1e6,
+	}
+	total := 0
+	for _, n := range r.Split {
+		total += n
+	}
+	for id, n := range r.Split {
+		if total > 0 {
+			f.SplitPct[id] = 100 * float64(n) / float64(total)
+		}
+	}
+	return f, nil
+}
+
+func mustScenario(name string) sim.Scenario {
+	sc, err := sim.Lookup(name)
+	if err != nil {
+		panic(err) // the catalogue is part of the program
+	}
+	return sc
+}
+
+// median returns the median of xs (the mean of the middle two for an even count).
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Clone(xs)
+	sort.Float64s(s)
+	n := len(s)
+	if n%2 == 1 {
+		return s[n/2]
+	}
+	return (s[n/2-1] + s[n/2]) / 2
+}
+
+// medianRow merges repetitions of one row: each figure is the median of its runs, the split is
+// that of the run with the median throughput.
+func medianRow(label string, runs []Result) Result {
+	var thr, mk, p50, p99, cpu []float64
+	for _, r := range runs {
+		thr = append(thr, r.ThroughputRPS)
+		mk = append(mk, r.MakespanS)
+		p50 = append(p50, r.P50Ms)
+		p99 = append(p99, r.P99Ms)
+		cpu = append(cpu, r.Detail.CPUUsPerReq)
+	}
+	m := median(thr)
+	best := 0
+	for i, r := range runs {
+		if abs(r.ThroughputRPS-m) < abs(runs[best].ThroughputRPS-m) {
+			best = i
+		}
+	}
+	out := runs[best]
+	out.Algorithm = label
+	out.ThroughputRPS, out.MakespanS = m, median(mk)
+	out.P50Ms, out.P99Ms = median(p50), median(p99)
+	out.Detail.CPUUsPerReq = median(cpu)
+	var failed, non2xx int64
+	for _, r := range runs {
+		failed += r.Detail.Failed
+		non2xx += r.Detail.Non2xx
+	}
+	out.Detail.Failed, out.Detail.Non2xx = failed, non2xx
+	out.Detail.Runs = thr
+	return out
+}
+
+func abs(x float64) float64 {
+	if x < 0 {
+		return -x
+	}
+	return x
+}
+
+// scaled multiplies a duration by the quick scale when o.Quick.
+func scaled(o Options, d time.Duration) time.Duration {
+	if o.Quick {
+		return time.Duration(float64(d) * QuickScale)
+	}
+	return d
+}

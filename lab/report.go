@@ -1,0 +1,241 @@
+package lab
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"text/tabwriter"
+)
+
+// Metric says which figure a scenario is judged by.
+type Metric string
+
+// The two metrics: requests per second for saturating loads, the time to finish a fixed batch
+// of requests for seed 001's experiments.
+const (
+	Throughput Metric = "throughput"
+	Makespan   Metric = "makespan"
+)
+
+// Figures is a set of reference figures (the seed's, or the model's); zero fields are absent.
+type Figures struct {
+	ThroughputRPS float64 `json:"throughput_rps,omitempty"`
+	MakespanS     float64 `json:"makespan_s,omitempty"`
+	// SplitPct is each backend's share of the responses, in percent.
+	SplitPct map[string]float64 `json:"split_pct,omitempty"`
+	P50Ms    float64            `json:"p50_ms,omitempty"`
+	P99Ms    float64            `json:"p99_ms,omitempty"`
+	// PickCPUPct is the pick function's share of the proxy's CPU (seed 002's profile).
+	PickCPUPct float64 `json:"pick_cpu_pct,omitempty"`
+	// Source says where a seed figure comes from when the row is not the seed's own setup.
+	Source string `json:"source,omitempty"`
+}
+
+// Result is one row: one algorithm (or proxy) under one variant of the load.
+type Result struct {
+	Algorithm     string           `json:"algorithm"`
+	ThroughputRPS float64          `json:"throughput_rps"`
+	MakespanS     float64          `json:"makespan_s"`
+	Split         map[string]int64 `json:"split"`
+	P50Ms         float64          `json:"p50_ms"`
+	P99Ms         float64          `json:"p99_ms"`
+	IdealRatio    float64          `json:"ideal_ratio"`
+	Predicted     Figures          `json:"predicted"`
+	Seed          Figures          `json:"seed"`
+
+	Detail Detail `json:"-"`
+}
+
+// Detail is what a row keeps beyond the JSON contract: raw counts and the proxy's CPU.
+type Detail struct {
+	Algorithm string  `json:"algorithm"`
+	Requests  int64   `json:"requests"`
+	Failed    int64   `json:"failed"`
+	Non2xx    int64   `json:"non2xx"`
+	Seconds   float64 `json:"seconds"`
+	P90Ms     float64 `json:"p90_ms"`
+	MaxMs     float64 `json:"max_ms"`
+	// CPUUsPerReq is the proxy's utime+stime per request in microseconds; 0 when unknown.
+	CPUUsPerReq float64 `json:"cpu_us_per_req"`
+	// PickNs is the algorithm's pick time over this pool, measured in the lab process with the
+	// same balance code; PickCPUPct is PickNs as a share of the proxy's CPU per request, an
+	// estimate of seed 002's profile figure (many-backends only).
+	PickNs     float64 `json:"pick_ns,omitempty"`
+	PickCPUPct float64 `json:"pick_cpu_pct,omitempty"`
+	// Runs holds the figure of each repetition when a row is the median of several.
+	Runs []float64 `json:"runs,omitempty"`
+}
+
+// Report is one scenario's results.
+type Report struct {
+	Scenario string   `json:"scenario"`
+	Results  []Result `json:"results"`
+
+	// Metric is the figure the scenario is judged by; Ideal describes its ideal in words.
+	Metric Metric   `json:"-"`
+	Ideal  string   `json:"-"`
+	Notes  []string `json:"-"`
+	// IdealValue is the ideal in the metric's unit when it is one number for every row
+	// (drawn as a line on the chart); 0 when the ideal is relative.
+	IdealValue float64 `json:"-"`
+}
+
+// JSON returns the report in the contract's exact shape.
+func (r *Report) JSON() []byte {
+	for i := range r.Results {
+		if r.Results[i].Split == nil {
+			r.Results[i].Split = map[string]int64{}
+		}
+	}
+	b, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		panic(err) // numbers, strings and maps of them only
+	}
+	return b
+}
+
+// WriteFiles writes results.json, details.json and the charts into dir, creating it.
+func (r *Report) WriteFiles(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "results.json"), append(r.JSON(), '\n'), 0o644); err != nil {
+		return err
+	}
+	details := struct {
+		Scenario string   `json:"scenario"`
+		Ideal    string   `json:"ideal"`
+		Notes    []string `json:"notes"`
+		Rows     []Detail `json:"rows"`
+	}{r.Scenario, r.Ideal, r.Notes, nil}
+	for _, res := range r.Results {
+		d := res.Detail
+		d.Algorithm = res.Algorithm
+		details.Rows = append(details.Rows, d)
+	}
+	b, err := json.MarshalIndent(details, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "details.json"), append(b, '\n'), 0o644); err != nil {
+		return err
+	}
+	return r.WriteCharts(dir)
+}
+
+// WriteTable prints the report as one aligned table: algorithm | seed | predicted | measured |
+// % of ideal | proxy CPU per request | split, then the notes.
+func (r *Report) WriteTable(w io.Writer) error {
+	fmt.Fprintf(w, "scenario %s (%s; ideal: %s)\n", r.Scenario, r.Metric, r.Ideal)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "algorithm\tseed\tpredicted\tmeasured\t% of ideal\tcpu/req\tp50\tp99\tsplit")
+	for _, res := range r.Results {
+		cpu := "-"
+		if res.Detail.CPUUsPerReq > 0 {
+			cpu = fmt.Sprintf("%.1fµs", res.Detail.CPUUsPerReq)
+		}
+		ratio := "-"
+		if res.IdealRatio > 0 {
+			ratio = fmt.Sprintf("%.1f%%", 100*res.IdealRatio)
+		}
+		measured := r.format(res.ThroughputRPS, res.MakespanS)
+		if res.Detail.PickCPUPct > 0 {
+			measured += fmt.Sprintf(", pick %.2f%% CPU", res.Detail.PickCPUPct)
+		}
+		if res.Detail.Failed > 0 || res.Detail.Non2xx > 0 {
+			measured += fmt.Sprintf(" (%d failed, %d non-2xx)", res.Detail.Failed, res.Detail.Non2xx)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%.2fms\t%.2fms\t%s\n", res.Algorithm,
+			r.figures(res.Seed), r.figures(res.Predicted), measured, ratio, cpu,
+			res.P50Ms, res.P99Ms, formatSplit(res.Split))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, n := range r.Notes {
+		fmt.Fprintf(w, "  note: %s\n", n)
+	}
+	_, err := fmt.Fprintln(w)
+	return err
+}
+
+// format prints the scenario's metric.
+func (r *Report) format(rps, makespan float64) string {
+	if r.Metric == Makespan {
+		if makespan == 0 {
+			return "-"
+		}
+		return fmt.Sprintf("%.3f s", makespan)
+	}
+	if rps == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.0f req/s", rps)
+}
+
+// figures prints a reference's metric and split, or the pick's CPU share for seed 002.
+func (r *Report) figures(f Figures) string {
+	var parts []string
+	if s := r.format(f.ThroughputRPS, f.MakespanS); s != "-" {
+		parts = append(parts, s)
+	}
+	if f.PickCPUPct > 0 {
+		parts = append(parts, fmt.Sprintf("pick %.2f%% CPU", f.PickCPUPct))
+	}
+	if len(f.SplitPct) > 0 && len(f.SplitPct) <= 5 {
+		names := sortedKeys(f.SplitPct)
+		var sp []string
+		for _, n := range names {
+			sp = append(sp, fmt.Sprintf("%.0f", f.SplitPct[n]))
+		}
+		parts = append(parts, strings.Join(sp, "/"))
+	}
+	if len(parts) == 0 {
+		return "-"
+	}
+	return strings.Join(parts, " ")
+}
+
+// formatSplit lists shares for small pools and the spread for large ones.
+func formatSplit(split map[string]int64) string {
+	if len(split) == 0 {
+		return "-"
+	}
+	var total int64
+	for _, n := range split {
+		total += n
+	}
+	names := sortedKeys(split)
+	if len(names) <= 5 {
+		parts := make([]string, len(names))
+		for i, n := range names {
+			parts[i] = fmt.Sprintf("%s %.1f%%", n, pct(split[n], total))
+		}
+		return strings.Join(parts, " / ")
+	}
+	lo, hi := split[names[0]], split[names[0]]
+	for _, n := range names {
+		lo, hi = min(lo, split[n]), max(hi, split[n])
+	}
+	return fmt.Sprintf("%d groups, %d..%d each", len(names), lo, hi)
+}
+
+func pct(n, total int64) float64 {
+	if total == 0 {
+		return 0
+	}
+	return 100 * float64(n) / float64(total)
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
