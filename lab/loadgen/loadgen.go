@@ -181,10 +181,15 @@ type worker struct {
 }
 
 type runner struct {
-	o        Options
-	t        *target
-	dialer   net.Dialer
-	next     atomic.Int64
+	o      Options
+	t      *target
+	dialer net.Dialer
+	next   atomic.Int64
+	// dispatch serialises "take the next index and write its request" when requests differ
+	// (-R), so they reach the server in index order as ab's single loop sends them; without it,
+	// requests started at the same instant by different workers arrive shuffled, and a
+	// schedule like seed 001's wait list no longer lines up with the balancer's order.
+	dispatch sync.Mutex
 	stop     atomic.Bool
 	deadline time.Time // zero without Duration
 	workers  []*worker
@@ -321,13 +326,26 @@ func (w *worker) setConn(c net.Conn) {
 func (w *worker) loop() {
 	r := w.run
 	defer w.setConn(nil)
+	ordered := len(r.t.reqs) > 1
 	for !r.stop.Load() {
+		if ordered {
+			r.dispatch.Lock()
+		}
 		i := r.next.Add(1) - 1
 		if r.o.N > 0 && i >= r.o.N {
+			if ordered {
+				r.dispatch.Unlock()
+			}
 			return
 		}
 		req := r.t.reqs[i%int64(len(r.t.reqs))]
-		ok := w.do(req)
+		start, ok := w.send(req)
+		if ordered {
+			r.dispatch.Unlock()
+		}
+		if ok {
+			ok = w.receive(start)
+		}
 		if !ok && r.stop.Load() {
 			return // cut off by the end of the run: not a finished request
 		}
@@ -350,16 +368,21 @@ func (w *worker) dial() bool {
 	return true
 }
 
-// do sends one request and reads its response; it reports whether a response came back.
-func (w *worker) do(req []byte) bool {
+// send writes one request, connecting first if needed; it reports when and whether it went out.
+func (w *worker) send(req []byte) (time.Time, bool) {
 	if w.conn == nil && !w.dial() {
-		return false
+		return time.Time{}, false
 	}
 	start := time.Now()
 	if _, err := w.conn.Write(req); err != nil {
 		w.setConn(nil)
-		return false
+		return start, false
 	}
+	return start, true
+}
+
+// receive reads the response to the request sent at start; it reports whether one came back.
+func (w *worker) receive(start time.Time) bool {
 	if _, err := w.br.Peek(1); err != nil {
 		w.setConn(nil)
 		return false
