@@ -118,7 +118,7 @@ type Timeouts struct {
 
 // KeepAlive limits pooled backend connections.
 type KeepAlive struct {
-	MaxIdle     int `yaml:"max_idle"`     // idle connections kept per backend (default 64)
+	MaxIdle     int `yaml:"max_idle"`     // idle connections kept per backend (default 1024)
 	MaxRequests int `yaml:"max_requests"` // requests per backend connection; 0 = unlimited
 }
 

@@ -18,7 +18,7 @@ const (
 	DefaultConnectTimeout    = 2 * time.Second
 	DefaultResponseTimeout   = 60 * time.Second
 	DefaultBackendIdle       = 60 * time.Second
-	DefaultMaxIdle           = 64
+	DefaultMaxIdle           = 1024
 	DefaultQueueTimeout      = 30 * time.Second
 	DefaultMaxHedges         = 1
 	DefaultHealthInterval    = 2 * time.Second
