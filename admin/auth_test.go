@@ -149,6 +149,8 @@ func TestMetricsExposition(t *testing.T) {
 		`ballast_backend_latency_seconds_bucket{backend="a",pool="web",le="0.0025"} 0`,
 		`ballast_pool_queue_length{pool="web"} 0`,
 		`ballast_pool_queue_wait_seconds_count{pool="web"} 0`,
+		`ballast_pool_queue_wait_seconds_bucket{pool="web",le="0.001"} 0`,
+		`ballast_pool_queue_wait_seconds_bucket{pool="web",le="30"} 0`,
 		`ballast_backend_responses_total{backend="a",class="5xx",pool="web"} 1`,
 		`ballast_pool_retries_total{pool="web"} 1`,
 		`ballast_pool_hedges_total{pool="web"} 0`,

@@ -142,7 +142,7 @@ var (
 	dNoBackend = prometheus.NewDesc("ballast_pool_no_backend_total", "Requests that found no usable backend (503).", labelsP, nil)
 	dRetries   = prometheus.NewDesc("ballast_pool_retries_total", "Requests sent again to another backend after a failed try.", labelsP, nil)
 	dHedges    = prometheus.NewDesc("ballast_pool_hedges_total", "Hedged copies sent for slow requests.", labelsP, nil)
-	dQWait     = prometheus.NewDesc("ballast_pool_queue_wait_seconds", "Time spent in the backlog by requests that left it (sum and count only: upstream keeps no per-request buckets).", labelsP, nil)
+	dQWait     = prometheus.NewDesc("ballast_pool_queue_wait_seconds", "Time spent in the backlog by requests that left it (dispatched or timed out).", labelsP, nil)
 	dBackends  = prometheus.NewDesc("ballast_pool_backends", "Backends in the pool by state.", append(labelsP, "state"), nil)
 )
 
@@ -215,6 +215,12 @@ func (c *liveCollector) Collect(ch chan<- prometheus.Metric) {
 		counter(dNoBackend, float64(qs.NoBackend), name)
 		counter(dRetries, float64(qs.Retries), name)
 		counter(dHedges, float64(qs.Hedges), name)
-		ch <- prometheus.MustNewConstHistogram(dQWait, qs.Dispatched+qs.TimedOut, qs.Wait.Seconds(), nil, name)
+		buckets := make(map[float64]uint64, len(upstream.QueueWaitBounds))
+		var cum uint64
+		for k, bound := range upstream.QueueWaitBounds {
+			cum += qs.WaitBuckets[k]
+			buckets[bound.Seconds()] = cum
+		}
+		ch <- prometheus.MustNewConstHistogram(dQWait, qs.Dispatched+qs.TimedOut, qs.Wait.Seconds(), buckets, name)
 	}
 }

@@ -29,6 +29,25 @@ type grant struct {
 type queueCounters struct {
 	queued, dispatched, timedOut, rejected, waitNanos atomic.Uint64
 	noBackend, retries, hedges                        atomic.Uint64
+	waitBuckets                                       [len(QueueWaitBounds) + 1]atomic.Uint64
+}
+
+// QueueWaitBounds are the upper bounds of the backlog-wait histogram's buckets; a wait longer
+// than the last one counts in a final overflow bucket.
+var QueueWaitBounds = [...]time.Duration{
+	time.Millisecond, 5 * time.Millisecond, 10 * time.Millisecond, 50 * time.Millisecond,
+	100 * time.Millisecond, 500 * time.Millisecond, time.Second, 5 * time.Second, 10 * time.Second,
+	30 * time.Second,
+}
+
+// recordWait adds one request's time in the backlog to the counters.
+func (c *queueCounters) recordWait(d time.Duration) {
+	c.waitNanos.Add(uint64(d))
+	k := 0
+	for k < len(QueueWaitBounds) && d > QueueWaitBounds[k] {
+		k++
+	}
+	c.waitBuckets[k].Add(1)
 }
 
 // QueueStats are cumulative backlog counters, for the metrics.
@@ -43,6 +62,9 @@ type QueueStats struct {
 	Rejected uint64
 	// Wait is the total time spent in the backlog by requests that left it.
 	Wait time.Duration
+	// WaitBuckets counts the requests that left the backlog by their wait: index k counts waits
+	// of at most QueueWaitBounds[k] (and more than the bound before); the last, longer waits.
+	WaitBuckets [len(QueueWaitBounds) + 1]uint64
 	// NoBackend counts Acquire calls that found no usable backend (503).
 	NoBackend uint64
 	// Retries and Hedges count what the proxy reported with CountRetry and CountHedge.
@@ -54,7 +76,7 @@ func (p *Pool) Queue() int { return int(p.qlen.Load()) }
 
 // QueueStats returns the backlog counters.
 func (p *Pool) QueueStats() QueueStats {
-	return QueueStats{
+	st := QueueStats{
 		Queued:     p.stats.queued.Load(),
 		Dispatched: p.stats.dispatched.Load(),
 		TimedOut:   p.stats.timedOut.Load(),
@@ -64,6 +86,10 @@ func (p *Pool) QueueStats() QueueStats {
 		Retries:    p.stats.retries.Load(),
 		Hedges:     p.stats.hedges.Load(),
 	}
+	for k := range st.WaitBuckets {
+		st.WaitBuckets[k] = p.stats.waitBuckets[k].Load()
+	}
+	return st
 }
 
 // wait queues the request at the tail of the backlog and blocks until a dispatch hands it a
@@ -106,7 +132,7 @@ func (p *Pool) wait(key uint64, tried balance.Tried) (*Backend, error) {
 		p.unlinkLocked(w)
 		p.qmu.Unlock()
 		p.stats.timedOut.Add(1)
-		p.stats.waitNanos.Add(uint64(time.Since(start)))
+		p.stats.recordWait(time.Since(start))
 		return nil, ErrQueueTimeout
 	}
 	p.qmu.Unlock()
@@ -116,7 +142,7 @@ func (p *Pool) wait(key uint64, tried balance.Tried) (*Backend, error) {
 }
 
 func (p *Pool) granted(g grant, start time.Time) (*Backend, error) {
-	p.stats.waitNanos.Add(uint64(time.Since(start)))
+	p.stats.recordWait(time.Since(start))
 	if g.err == nil {
 		p.stats.dispatched.Add(1)
 	}

@@ -51,6 +51,7 @@ func TestQueueDispatchOnRelease(t *testing.T) {
 			if st.Queued != 1 || st.Dispatched != 1 || st.TimedOut != 0 || st.Rejected != 0 {
 				t.Errorf("stats %+v, want 1 queued and 1 dispatched", st)
 			}
+			assertWaitHistogram(t, st)
 		})
 	}
 }
@@ -112,8 +113,35 @@ func TestQueueTimeout(t *testing.T) {
 	b := mustAcquire(t, p)
 	p.Release(b, 0, false)
 	assertIdle(t, p)
-	if st := p.QueueStats(); st.TimedOut != 1 || st.Dispatched != 0 {
+	st := p.QueueStats()
+	if st.TimedOut != 1 || st.Dispatched != 0 {
 		t.Errorf("stats %+v, want 1 timed out, 0 dispatched", st)
+	}
+	assertWaitHistogram(t, st)
+}
+
+// assertWaitHistogram checks the backlog-wait buckets against the other counters: one count per
+// request that left the backlog, and the total wait within the bounds of its buckets.
+func assertWaitHistogram(t *testing.T, st QueueStats) {
+	t.Helper()
+	var n uint64
+	var lo, hi time.Duration
+	for k, c := range st.WaitBuckets {
+		n += c
+		if k > 0 {
+			lo += time.Duration(c) * QueueWaitBounds[k-1]
+		}
+		if k < len(QueueWaitBounds) {
+			hi += time.Duration(c) * QueueWaitBounds[k]
+		} else if c > 0 {
+			hi = time.Duration(1<<63 - 1)
+		}
+	}
+	if n != st.Dispatched+st.TimedOut {
+		t.Errorf("wait histogram counts %d requests, want %d dispatched + %d timed out", n, st.Dispatched, st.TimedOut)
+	}
+	if st.Wait < lo || st.Wait > hi {
+		t.Errorf("total wait %v outside what the buckets allow [%v, %v]", st.Wait, lo, hi)
 	}
 }
 
