@@ -72,24 +72,7 @@ func (m *maglev) Pick(key uint64, tried Tried) (int, error) {
 			return b, nil
 		}
 	}
-	n := len(m.members)
-	start, sawFull := int(key%uint64(n)), false
-	for j := 0; j < n; j++ {
-		k := start + j
-		if k >= n {
-			k -= n
-		}
-		i := m.members[k]
-		if tried.Has(i) {
-			continue
-		}
-		if m.load.Full(i) {
-			sawFull = true
-			continue
-		}
-		return i, nil
-	}
-	return -1, exhausted(sawFull)
+	return scanTier(m.members, int(key%uint64(len(m.members))), &tried, m.load)
 }
 
 // MaglevTable builds a Maglev lookup table of size slots (a prime, at least len(ids); 0 means

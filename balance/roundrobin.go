@@ -162,24 +162,3 @@ func schedSkip(sched []int32, pos uint64, cursor *atomic.Uint64, tier []int, tri
 	cursor.Add(limit - 1)
 	return scanTier(tier, int(pos%uint64(len(tier))), tried, load)
 }
-
-// scanTier returns the first eligible member of tier from position start on, wrapping.
-func scanTier(tier []int, start int, tried *Tried, load Load) (int, error) {
-	sawFull := false
-	for k := range tier {
-		j := start + k
-		if j >= len(tier) {
-			j -= len(tier)
-		}
-		i := tier[j]
-		if tried.Has(i) {
-			continue
-		}
-		if load.Full(i) {
-			sawFull = true
-			continue
-		}
-		return i, nil
-	}
-	return -1, exhausted(sawFull)
-}

@@ -128,3 +128,24 @@ func (t *tiers) LBStatus(i int) (int64, bool) {
 	}
 	return 0, false
 }
+
+// scanTier returns the first eligible member of tier from position start on, wrapping.
+func scanTier(tier []int, start int, tried *Tried, load Load) (int, error) {
+	sawFull := false
+	for k := range tier {
+		j := start + k
+		if j >= len(tier) {
+			j -= len(tier)
+		}
+		i := tier[j]
+		if tried.Has(i) {
+			continue
+		}
+		if load.Full(i) {
+			sawFull = true
+			continue
+		}
+		return i, nil
+	}
+	return -1, exhausted(sawFull)
+}
