@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"runtime"
-	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -40,8 +39,7 @@ var benchKeys = func() []uint64 {
 	return keys
 }()
 
-// benchPicker builds algorithm a over c's pool with a fake Load, or skips if a is still a
-// placeholder.
+// benchPicker builds algorithm a over c's pool with a fake Load.
 func benchPicker(b *testing.B, a balance.Algorithm, c benchCase) (balance.Picker, *balancetest.Load) {
 	b.Helper()
 	bs := make([]balance.Backend, c.n)
@@ -54,9 +52,6 @@ func benchPicker(b *testing.B, a balance.Algorithm, c benchCase) (balance.Picker
 	load := balancetest.NewLoad(c.n)
 	p, err := a.New(bs, balance.Options{Load: load})
 	if err != nil {
-		if strings.Contains(err.Error(), "not implemented") {
-			b.Skip(err)
-		}
 		b.Fatal(err)
 	}
 	load.Track(p)

@@ -1,23 +1,15 @@
 package sim
 
 import (
-	"errors"
 	"math"
-	"strings"
 	"testing"
 	"time"
-
-	"ballast/balance"
 )
 
-// runOrSkip runs one algorithm and skips the test while the algorithm is still a placeholder.
-func runOrSkip(t *testing.T, sc Scenario, algorithm string) Result {
+// runScenario runs one algorithm on sc and fails the test if the run reports an error.
+func runScenario(t *testing.T, sc Scenario, algorithm string) Result {
 	t.Helper()
 	r, err := Run(sc, algorithm)
-	var ce *balance.ConfigError
-	if errors.As(err, &ce) && strings.Contains(ce.Reason, "not implemented") {
-		t.Skipf("%s is still a placeholder: %v", algorithm, err)
-	}
 	if err != nil {
 		t.Fatalf("Run(%s, %s): %v", sc.Name, algorithm, err)
 	}
@@ -52,7 +44,7 @@ func TestModelPredictions(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.scenario+"/"+tt.algorithm, func(t *testing.T) {
-			r := runOrSkip(t, mustLookup(t, tt.scenario), tt.algorithm)
+			r := runScenario(t, mustLookup(t, tt.scenario), tt.algorithm)
 			if r.Makespan != tt.makespan {
 				t.Errorf("makespan %v, model predicts %v", r.Makespan, tt.makespan)
 			}
@@ -79,7 +71,7 @@ func TestBacklogAndUnlimitedBoundEveryAlgorithm(t *testing.T) {
 		sc := mustLookup(t, tt.scenario)
 		for _, alg := range DefaultAlgorithms(sc) {
 			t.Run(tt.scenario+"/"+alg, func(t *testing.T) {
-				if r := runOrSkip(t, sc, alg); r.Makespan != tt.makespan {
+				if r := runScenario(t, sc, alg); r.Makespan != tt.makespan {
 					t.Errorf("makespan %v, want %v", r.Makespan, tt.makespan)
 				}
 			})
@@ -107,7 +99,7 @@ func TestHeterogeneous(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.algorithm, func(t *testing.T) {
-			r := runOrSkip(t, sc, tt.algorithm)
+			r := runScenario(t, sc, tt.algorithm)
 			if tt.rrBound && r.Throughput > 2500+1e-6 {
 				t.Errorf("throughput %.1f req/s exceeds the RR bound 2500", r.Throughput)
 			}
@@ -130,7 +122,7 @@ func TestHedgedSlowBackend(t *testing.T) {
 	sc := mustLookup(t, "slow-backend-hedged")
 	for _, alg := range DefaultAlgorithms(sc) {
 		t.Run(alg, func(t *testing.T) {
-			r := runOrSkip(t, sc, alg)
+			r := runScenario(t, sc, alg)
 			if r.Makespan > 500*time.Millisecond {
 				t.Errorf("makespan %v > 0.5 s", r.Makespan)
 			}
@@ -149,7 +141,7 @@ func TestHedgedSlowBackend(t *testing.T) {
 
 // TestHedgingOffHasNoHedges guards against hedges leaking into unhedged scenarios.
 func TestHedgingOffHasNoHedges(t *testing.T) {
-	r := runOrSkip(t, mustLookup(t, "slow-backend"), "swrr")
+	r := runScenario(t, mustLookup(t, "slow-backend"), "swrr")
 	if r.Hedges != 0 || r.Cancelled != 0 {
 		t.Fatalf("hedges %d, cancelled %d without hedging", r.Hedges, r.Cancelled)
 	}

@@ -1,7 +1,6 @@
 package sim
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -16,14 +15,6 @@ import (
 type Report struct {
 	Scenario Scenario
 	Results  []Result
-	// Skipped lists default algorithms that could not be built (e.g. still placeholders).
-	Skipped []Skip
-}
-
-// Skip records why an algorithm of the default list did not run.
-type Skip struct {
-	Algorithm string
-	Reason    string
 }
 
 // DefaultAlgorithms is what a scenario runs when the caller names none: its own list, or else
@@ -57,11 +48,6 @@ func RunScenario(sc Scenario, algorithms []string) (Report, error) {
 	}
 	for _, name := range algorithms {
 		r, err := Run(sc, name)
-		var ce *balance.ConfigError
-		if err != nil && !explicit && errors.As(err, &ce) {
-			rep.Skipped = append(rep.Skipped, Skip{name, err.Error()})
-			continue
-		}
 		if err != nil {
 			return Report{}, err
 		}
@@ -91,9 +77,6 @@ func WriteTable(w io.Writer, rep Report) error {
 			fmt.Fprintf(w, "  %s: %d hedges sent, %d won, %d copies cancelled, %d failed\n",
 				r.Algorithm, r.Hedges, r.HedgeWins, r.Cancelled, r.Failed)
 		}
-	}
-	for _, s := range rep.Skipped {
-		fmt.Fprintf(w, "  skipped %s: %s\n", s.Algorithm, s.Reason)
 	}
 	_, err := fmt.Fprintln(w)
 	return err

@@ -1,7 +1,6 @@
 package sim
 
 import (
-	"errors"
 	"math/rand/v2"
 	"reflect"
 	"strings"
@@ -32,19 +31,9 @@ func allAlgorithms() []string {
 	return names
 }
 
-// buildable reports whether algorithm has landed (its builder is not a placeholder).
-func buildable(algorithm string) bool {
-	_, err := balance.New(algorithm, []balance.Backend{{ID: "x", Weight: 1}}, balance.Options{Load: modelLoad{newEngine(Scenario{Backends: []Backend{{ID: "x"}}})}})
-	var ce *balance.ConfigError
-	return !(errors.As(err, &ce) && strings.Contains(ce.Reason, "not implemented"))
-}
-
 func TestDeterminism(t *testing.T) {
 	for _, sc := range smallScenarios() {
 		for _, alg := range allAlgorithms() {
-			if !buildable(alg) {
-				continue
-			}
 			t.Run(sc.Name+"/"+alg, func(t *testing.T) {
 				a, err := Run(sc, alg)
 				if err != nil {
@@ -65,9 +54,9 @@ func TestDeterminism(t *testing.T) {
 // TestSeedMatters shows that the seed reaches the random parts (so determinism is not vacuous).
 func TestSeedMatters(t *testing.T) {
 	sc := mustLookup(t, "many-backends-100")
-	a := runOrSkip(t, sc, "random")
+	a := runScenario(t, sc, "random")
 	sc.RandSeed++
-	b := runOrSkip(t, sc, "random")
+	b := runScenario(t, sc, "random")
 	if reflect.DeepEqual(a.Split, b.Split) && a.Makespan == b.Makespan {
 		t.Fatal("different seeds gave identical random runs")
 	}
@@ -113,9 +102,6 @@ func TestEveryRequestAnsweredOnce(t *testing.T) {
 	for k := range 40 {
 		sc := randomScenario(r)
 		for _, alg := range allAlgorithms() {
-			if !buildable(alg) {
-				continue
-			}
 			res, err := Run(sc, alg)
 			if err != nil {
 				t.Fatalf("case %d %s %+v: %v", k, alg, sc, err)
@@ -152,7 +138,7 @@ func TestHashAlgorithmsUseKeys(t *testing.T) {
 			continue
 		}
 		t.Run(a.Name, func(t *testing.T) {
-			r := runOrSkip(t, sc, a.Name)
+			r := runScenario(t, sc, a.Name)
 			if r.Split["A"] == 0 || r.Split["B"] == 0 {
 				t.Fatalf("split %v: per-request keys should reach both backends", r.Split)
 			}
@@ -352,15 +338,13 @@ func TestWriteTable(t *testing.T) {
 	rep := Report{Scenario: sc,
 		Results: []Result{{Algorithm: "sqf", Makespan: 1500 * time.Millisecond, Throughput: 13.3, Split: split,
 			Latency: Percentiles{P50: 2 * time.Millisecond, P99: 30 * time.Microsecond}, Hedges: 3, HedgeWins: 2, Cancelled: 3}},
-		Skipped: []Skip{{"ewma", "balance ewma: not implemented yet"}},
 	}
 	var b strings.Builder
 	if err := WriteTable(&b, rep); err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"scenario t: five backends", "(test)", "algorithm", "sqf", "1.500s", "13.3",
-		"0..8 per backend, 4/5 used", "2.000ms", "30.0µs", "3 hedges sent, 2 won, 3 copies cancelled",
-		"skipped ewma: balance ewma: not implemented yet"} {
+		"0..8 per backend, 4/5 used", "2.000ms", "30.0µs", "3 hedges sent, 2 won, 3 copies cancelled"} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, b.String())
 		}

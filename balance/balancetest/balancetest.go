@@ -12,14 +12,10 @@ import (
 	"ballast/balance"
 )
 
-// Run checks algorithm a against package balance's contract. Each check is a subtest; an
-// algorithm whose builder still answers "not implemented" is skipped.
+// Run checks algorithm a against package balance's contract. Each check is a subtest.
 func Run(t *testing.T, a balance.Algorithm) {
 	t.Helper()
 	if _, err := a.New([]balance.Backend{{ID: "a", Weight: 1}, {ID: "b", Weight: 2}}, balance.Options{Load: NewLoad(2)}); err != nil {
-		if strings.Contains(err.Error(), "not implemented") {
-			t.Skipf("%s: %v", a.Name, err)
-		}
 		t.Fatalf("%s: building two plain backends: %v", a.Name, err)
 	}
 	t.Run("eligibility", func(t *testing.T) { testEligibility(t, a, balance.Options{}) })

@@ -6,7 +6,7 @@
 // Run(t, a) checks the promises of package balance's contract for one algorithm: eligibility
 // (never Down, Weight 0, tried or Full), the backup and ErrBusy rules, weight shares within a
 // stated tolerance, key stability and minimal disruption for hash algorithms, and clean
-// concurrent picks. Algorithms whose builder still returns a "not implemented" error are skipped.
+// concurrent picks.
 //
 // # Concurrency
 //

@@ -83,9 +83,6 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 				Algorithm: r.Algorithm, MakespanS: r.Makespan.Seconds(), ThroughputRPS: r.Throughput, Split: r.Split,
 			})
 		}
-		for _, s := range rep.Skipped {
-			fmt.Fprintf(stderr, "ballast sim: skipped %s: %s\n", s.Algorithm, s.Reason)
-		}
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
 		if err := enc.Encode(doc); err != nil {
