@@ -198,6 +198,9 @@ type runner struct {
 
 var keyBackend = []byte(HeaderBackend)
 
+// sentHook, when a test sets it, hears the index of every request right after it was written.
+var sentHook func(i int64)
+
 // Run drives the server at o.URL and returns the figures. It returns an error only when the
 // options are unusable; failed requests are counted, not returned.
 func Run(ctx context.Context, o Options) (*Result, error) {
@@ -340,6 +343,9 @@ func (w *worker) loop() {
 		}
 		req := r.t.reqs[i%int64(len(r.t.reqs))]
 		start, ok := w.send(req)
+		if sentHook != nil {
+			sentHook(i)
+		}
 		if ordered {
 			r.dispatch.Unlock()
 		}

@@ -154,6 +154,31 @@ func TestSuffixesInOrder(t *testing.T) {
 	}
 }
 
+// With -R every request is written in index order, as ab's single loop sends them, however
+// many workers there are.
+func TestSuffixedRequestsLeaveInIndexOrder(t *testing.T) {
+	var mu sync.Mutex
+	var order []int64
+	sentHook = func(i int64) {
+		mu.Lock()
+		order = append(order, i)
+		mu.Unlock()
+	}
+	t.Cleanup(func() { sentHook = nil })
+	rec := startRecorder(t)
+	const n = 400
+	run(t, Options{URL: "http://" + rec.ln.Addr().String() + "/", N: n, C: 8, KeepAlive: true,
+		URLSuffixes: []string{"?a", "?b", "?c"}})
+	if len(order) != n {
+		t.Fatalf("%d requests written, want %d", len(order), n)
+	}
+	for k, i := range order {
+		if i != int64(k) {
+			t.Fatalf("write %d was request %d: requests left out of index order (%v...)", k, i, order[max(0, k-3):k+1])
+		}
+	}
+}
+
 func TestSplit(t *testing.T) {
 	rec := startRecorder(t, "a", "b", "b", "c")
 	res := run(t, Options{URL: "http://" + rec.ln.Addr().String() + "/", N: 400, C: 3, KeepAlive: true})
