@@ -15,11 +15,19 @@ type Config struct {
 type Listener struct {
 	Name    string `yaml:"name"`
 	Address string `yaml:"address"`
+	// Protocol is what the listener balances: http requests (default), tcp connections or udp flows.
+	Protocol string `yaml:"protocol"`
+	// AcceptProxy requires a PROXY protocol (v1 or v2) header on every connection and takes the
+	// client's address from it; a connection without a valid one is closed and counted.
+	AcceptProxy bool `yaml:"accept_proxy,omitempty"`
+	// MaxFlows caps a udp listener's concurrent flows; datagrams that would open more are dropped.
+	MaxFlows int `yaml:"max_flows,omitempty"`
 	// TLS, when set, terminates TLS on this listener.
 	TLS *TLS `yaml:"tls,omitempty"`
 	// ReadHeaderTimeout bounds how long a client may take to send its request headers (slowloris).
 	ReadHeaderTimeout Duration `yaml:"read_header_timeout"`
-	// IdleTimeout closes a client keep-alive connection that sent nothing for this long.
+	// IdleTimeout closes a client keep-alive connection that sent nothing for this long; on tcp
+	// listeners a proxied connection with no bytes either way, on udp a flow with no datagrams.
 	IdleTimeout Duration `yaml:"idle_timeout"`
 	// MaxHeaderBytes caps the request line plus headers; larger requests get 431.
 	MaxHeaderBytes int `yaml:"max_header_bytes"`
@@ -41,7 +49,10 @@ type Route struct {
 	Listener   string `yaml:"listener"` // empty = every listener
 	Host       string `yaml:"host"`
 	PathPrefix string `yaml:"path_prefix"`
-	Pool       string `yaml:"pool"`
+	// SNI matches a tcp connection by the server name of its TLS ClientHello, read without
+	// terminating TLS (passthrough); empty matches every connection.
+	SNI  string `yaml:"sni,omitempty"`
+	Pool string `yaml:"pool"`
 }
 
 // Pool is a set of backends balanced by one algorithm.
@@ -71,6 +82,13 @@ type Pool struct {
 	Timeouts  Timeouts  `yaml:"timeouts"`
 	KeepAlive KeepAlive `yaml:"keepalive"`
 
+	// SendProxy prefixes each connection to a backend of a tcp pool with a PROXY protocol header
+	// carrying the client's address: v1 (text) or v2 (binary); empty sends none.
+	SendProxy string `yaml:"send_proxy,omitempty"`
+	// Persistence keeps a client IP on the backend it last used for this long after its last
+	// connection or flow ends (LVS -p); 0 turns it off. tcp and udp pools only.
+	Persistence Duration `yaml:"persistence,omitempty"`
+
 	// SlowStart ramps a returning or added backend's weight from 10 % to full over this window.
 	SlowStart Duration    `yaml:"slow_start"`
 	Health    HealthCheck `yaml:"health_check"`
@@ -79,7 +97,7 @@ type Pool struct {
 
 // HashKey selects the request attribute hash balancers map to a backend.
 type HashKey struct {
-	Source string `yaml:"source"` // source_ip | uri | header | cookie
+	Source string `yaml:"source"` // source_ip | uri | header | cookie (http); source_ip | flow (tcp, udp)
 	Name   string `yaml:"name"`   // the header or cookie name
 }
 

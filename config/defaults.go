@@ -29,6 +29,10 @@ const (
 	DefaultBaseEjection      = 30 * time.Second
 	DefaultMaxEjectionPct    = 50
 	DefaultTableSize         = 65537 // maglev's, a prime
+	DefaultL4Balancer        = "leastconn"
+	DefaultTCPIdleTimeout    = 10 * time.Minute // nginx stream's proxy_timeout
+	DefaultUDPIdleTimeout    = 30 * time.Second
+	DefaultMaxFlows          = 65536
 )
 
 // defaults fills every field the file left out. A field written with a zero value keeps it
@@ -40,16 +44,18 @@ func (d *decoder) defaults(c *Config) {
 		if l.Name == "" {
 			l.Name = l.Address
 		}
-		setDur(d, p+".read_header_timeout", &l.ReadHeaderTimeout, DefaultReadHeaderTimeout)
-		setDur(d, p+".idle_timeout", &l.IdleTimeout, DefaultIdleTimeout)
-		setInt(d, p+".max_header_bytes", &l.MaxHeaderBytes, DefaultMaxHeaderBytes)
-	}
-	for i := range c.Pools {
-		d.poolDefaults(&c.Pools[i], fmt.Sprintf("pools[%d]", i))
+		d.listenerDefaults(l, p)
 	}
 	if len(c.Routes) == 0 && len(c.Pools) == 1 && !d.has("routes", false) {
 		// The common case, one pool, needs no routing section: everything goes to it.
 		c.Routes = []Route{{Pool: c.Pools[0].Name}}
+	}
+	for i := range c.Pools {
+		p := fmt.Sprintf("pools[%d]", i)
+		if c.L4Pool(c.Pools[i].Name) {
+			d.l4PoolDefaults(&c.Pools[i], p)
+		}
+		d.poolDefaults(&c.Pools[i], p)
 	}
 	if c.Logging.Level == "" {
 		c.Logging.Level = "info"

@@ -55,7 +55,8 @@ func (d *decoder) validate(c *Config) {
 			fail(p+".name", "listener name %q is used twice", l.Name)
 		}
 		listeners[l.Name] = true
-		if l.MaxHeaderBytes < 1024 {
+		d.validateListenerProtocol(l, p, fail)
+		if l.Protocol == ProtocolHTTP && l.MaxHeaderBytes < 1024 {
 			fail(p+".max_header_bytes", "must be at least 1024, got %d", l.MaxHeaderBytes)
 		}
 		if l.MaxKeepAliveRequests < 0 {
@@ -85,7 +86,7 @@ func (d *decoder) validate(c *Config) {
 			poolNames = append(poolNames, pl.Name)
 		}
 		pools[pl.Name] = true
-		d.validatePool(pl, p, fail)
+		d.validatePool(pl, p, c.L4Pool(pl.Name), fail)
 	}
 
 	if len(c.Routes) == 0 && len(c.Pools) > 1 {
@@ -118,6 +119,8 @@ func (d *decoder) validate(c *Config) {
 		}
 	}
 
+	d.validateL4(c, fail)
+
 	a := c.Admin
 	if a.Address != "" {
 		if err := checkHostPort(a.Address, true); err != nil {
@@ -136,7 +139,7 @@ func (d *decoder) validate(c *Config) {
 	}
 }
 
-func (d *decoder) validatePool(pl *Pool, p string, fail func(path, format string, args ...any)) {
+func (d *decoder) validatePool(pl *Pool, p string, l4 bool, fail func(path, format string, args ...any)) {
 	alg, err := balance.Lookup(pl.Balancer)
 	if err != nil {
 		fail(p+".balancer", "%v", err)
@@ -175,7 +178,7 @@ func (d *decoder) validatePool(pl *Pool, p string, fail func(path, format string
 	case !alg.Caps.NeedsKey && hk != HashKey{}:
 		fail(p+".hash_key", "balancer %s does not hash requests; hash_key is for %s", pl.Balancer, strings.Join(hashBalancers(), ", "))
 	}
-	if hk.Source != "" {
+	if hk.Source != "" && !l4 { // validateL4 judges the sources of tcp and udp pools
 		switch {
 		case !oneOf(hk.Source, hashSources):
 			fail(p+".hash_key.source", "unknown source %q (valid: %s)", hk.Source, strings.Join(hashSources, ", "))

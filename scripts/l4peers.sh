@@ -1,0 +1,126 @@
+#!/bin/bash
+# l4peers.sh BALLAST_BIN [REPS] [SECS] [N] [IDLE]: Ballast's TCP proxy (`serve --mode tcp`) vs
+# HAProxy `mode tcp` (one thread) vs nginx `stream` (one worker), round robin, the three
+# interleaved, each figure the proxy's own CPU time or memory from /proc (its process tree):
+#   bulk   iperf3 -t SECS through each proxy to one iperf3 server: CPU-seconds per GB moved;
+#   rate   N short connections, 16 at a time (connect, 100 bytes each way, close) to two echo
+#          backends: CPU-microseconds per connection;
+#   idle   IDLE connections held open through each proxy: RSS growth per connection (kB).
+# Prints medians of REPS runs and ratios to HAProxy. Needs: haproxy nginx libnginx-mod-stream
+# iperf3 python3 (apt-get install -y haproxy nginx libnginx-mod-stream iperf3).
+set -u
+BIN=$(readlink -f "$1"); REPS=${2:-5}; SECS=${3:-4}; N=${4:-5000}; IDLE=${5:-5000}
+here=$(dirname "$(readlink -f "$0")")
+procstat=${PEERS_SHARED:-$here/../../shared/tools/peers}/procstat.py
+for c in haproxy nginx iperf3 python3; do command -v $c >/dev/null || { echo "missing $c"; exit 2; }; done
+[ -f /usr/lib/nginx/modules/ngx_stream_module.so ] || { echo "missing nginx stream module (libnginx-mod-stream)"; exit 2; }
+[ -f "$procstat" ] || { echo "missing $procstat (set PEERS_SHARED to shared/tools/peers)"; exit 2; }
+echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)"
+w=$(mktemp -d); chmod 755 "$w"; pids=()
+trap 'kill ${pids[*]} 2>/dev/null; wait 2>/dev/null; rm -rf "$w"' EXIT
+hz=$(getconf CLK_TCK)
+ticks() { python3 "$procstat" $1 | cut -d' ' -f1; }
+rss() { python3 "$procstat" $1 | cut -d' ' -f3; }
+median() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END{print a[int((NR+1)/2)]}'; }
+ratio() { awk -v b=$1 -v h=$2 'BEGIN{ if (h>0 && b==b) printf "%.2f", b/h; else print "nan" }'; }
+
+# Backends: one iperf3 server for bulk (its control and data connections must meet the same
+# server), two echo servers for rate and idle.
+iperf3 -s -p 29001 >/dev/null 2>&1 & pids+=($!)
+python3 "$here/l4load.py" echo 29002 & pids+=($!)
+python3 "$here/l4load.py" echo 29003 & pids+=($!)
+
+# Proxies: HAProxy on 2910x, nginx on 2920x, Ballast on 2930x; x=1 bulk, x=2 echo.
+cat >"$w/haproxy.cfg" <<CFG
+global
+    nbthread 1
+    maxconn 20000
+defaults
+    mode tcp
+    timeout connect 5s
+    timeout client 60s
+    timeout server 60s
+    maxconn 20000
+listen bulk
+    bind 127.0.0.1:29101
+    server s1 127.0.0.1:29001
+listen echo
+    bind 127.0.0.1:29102 backlog 4096
+    balance roundrobin
+    server s1 127.0.0.1:29002
+    server s2 127.0.0.1:29003
+CFG
+haproxy -f "$w/haproxy.cfg" -db >"$w/haproxy.log" 2>&1 & hp=$!; pids+=($hp)
+mkdir -p "$w/nginx/logs"
+cat >"$w/nginx.conf" <<CFG
+load_module /usr/lib/nginx/modules/ngx_stream_module.so;
+worker_processes 1;
+worker_rlimit_nofile 20000;
+pid $w/nginx.pid;
+error_log $w/nginx/logs/error.log;
+daemon off;
+events { worker_connections 20000; }
+stream {
+    upstream bulk { server 127.0.0.1:29001; }
+    upstream echo { server 127.0.0.1:29002; server 127.0.0.1:29003; }
+    server { listen 127.0.0.1:29201; proxy_pass bulk; }
+    server { listen 127.0.0.1:29202 backlog=4096; proxy_pass echo; }
+}
+CFG
+nginx -p "$w/nginx/" -c "$w/nginx.conf" -e stderr >"$w/nginx.log" 2>&1 & np=$!; pids+=($np)
+cat >"$w/ballast.yaml" <<CFG
+listeners:
+  - {name: bulk, address: 127.0.0.1:29301, protocol: tcp}
+  - {name: echo, address: 127.0.0.1:29302, protocol: tcp}
+pools:
+  - name: bulk
+    balancer: roundrobin
+    backends: [{address: 127.0.0.1:29001}]
+  - name: echo
+    balancer: roundrobin
+    backends: [{address: 127.0.0.1:29002}, {address: 127.0.0.1:29003}]
+routes:
+  - {listener: bulk, pool: bulk}
+  - {listener: echo, pool: echo}
+CFG
+"$BIN" serve -c "$w/ballast.yaml" >"$w/ballast.log" 2>&1 & bp=$!; pids+=($bp)
+sleep 1
+for port in 29101 29102 29201 29202 29301 29302; do
+  for i in $(seq 1 100); do python3 "$here/l4load.py" rate $port 1 1 2>/dev/null | grep -q '^1 0' && break; sleep 0.1; done
+done
+
+bulk() { # pid port -> CPU-seconds per GB
+  local t0 t1 bytes
+  t0=$(ticks $1)
+  bytes=$(iperf3 -c 127.0.0.1 -p $2 -t $SECS -J 2>/dev/null | python3 -c 'import json,sys; print(json.load(sys.stdin)["end"]["sum_received"]["bytes"])' 2>/dev/null)
+  t1=$(ticks $1)
+  awk -v a=$t0 -v b=$t1 -v n=${bytes:-0} -v hz=$hz 'BEGIN{ if (n>0) printf "%.3f", (b-a)/hz/(n/1e9); else print "nan" }'
+}
+rate() { # pid port -> CPU-µs per connection (nan if any failed)
+  local t0 t1 out
+  t0=$(ticks $1); out=$(python3 "$here/l4load.py" rate $2 $N 16); t1=$(ticks $1)
+  awk -v a=$t0 -v b=$t1 -v ok=${out% *} -v f=${out#* } -v hz=$hz 'BEGIN{ if (ok>0 && f==0) printf "%.2f", (b-a)*1e6/hz/ok; else print "nan" }'
+}
+idle() { # pid port -> kB of RSS per held connection
+  local r0 r1 fifo=$w/idle.$2 out
+  r0=$(rss $1); mkfifo $fifo
+  python3 "$here/l4load.py" idle $2 $IDLE <$fifo >$w/idle.out & local cp=$!
+  exec 7>$fifo
+  for i in $(seq 1 600); do grep -q held $w/idle.out 2>/dev/null && break; sleep 0.1; done
+  sleep 1; r1=$(rss $1)
+  exec 7>&-; wait $cp 2>/dev/null; rm -f $fifo
+  grep -q "held $IDLE" $w/idle.out && awk -v a=$r0 -v b=$r1 -v n=$IDLE 'BEGIN{ printf "%.2f", (b-a)/n }' || echo nan
+  sleep 1
+}
+row() { # name unit fn port-suffix
+  local H=() G=() B=()
+  for r in $(seq 1 $REPS); do
+    H+=($($3 $hp 2910$4)); G+=($($3 $np 2920$4)); B+=($($3 $bp 2930$4))
+  done
+  local mh mg mb; mh=$(median "${H[@]}"); mg=$(median "${G[@]}"); mb=$(median "${B[@]}")
+  echo "$1 ($2): ballast $mb haproxy $mh nginx $mg ratio $(ratio $mb $mh) (runs: ${B[*]} | ${H[*]} | ${G[*]})"
+}
+row bulk "CPU-s/GB" bulk 1
+row rate "CPU-us/conn" rate 2
+REPS=1 row idle "kB/conn" idle 2
+echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
