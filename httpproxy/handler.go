@@ -76,22 +76,30 @@ func (ls *listenerState) handle(ctx *fasthttp.RequestCtx) {
 	t := p.table.Load()
 	h := &ctx.Request.Header
 
-	// fasthttp lets Transfer-Encoding win over Content-Length and closes the connection; a
-	// request carrying both is a smuggling attempt or a broken client, so refuse it.
-	if h.ContentLength() == -1 && h.ConnectionClose() && hasContentLengthLine(h.RawHeaders()) {
-		ctx.Error("ballast: both Content-Length and Transfer-Encoding\n", fasthttp.StatusBadRequest)
-		ctx.SetConnectionClose()
+	authority, v := checkHead(h)
+	if v != headOK {
+		refuse(ctx, v)
 		return
+	}
+	if authority != nil {
+		// RFC 9112 §3.2.2: the target's authority replaces Host, so the request is routed on
+		// and forwarded with the same host.
+		h.SetHostBytes(authority)
 	}
 	var path []byte
 	if t.needPath {
-		path = ctx.Path()
+		path = ctx.Path() // routes match the normalised path
 	}
 	r := t.match(ls.name, h.Host(), path)
 	if r == nil {
 		ctx.Error("ballast: no route\n", fasthttp.StatusNotFound)
 		return
 	}
+	// fasthttp parsed the target into a URI and would write the request from it: percent-
+	// decoded, normalised, Host taken from it. Dropping the parse makes Write send the
+	// target exactly as the client did.
+	ctx.Request.SetURI(nil)
+	h.SetNoDefaultContentType(true) // forward what the client sent: no Content-Type added
 	ps := r.ps
 	if isUpgrade(h) {
 		ls.tunnel(ctx, t, ps)
@@ -123,6 +131,21 @@ func (ls *listenerState) handle(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	ls.forward(ctx, t, ps, x, key, replayable)
+}
+
+// refuse answers a request head that checkHead did not accept and closes the connection,
+// whose framing can no longer be trusted.
+func refuse(ctx *fasthttp.RequestCtx, v headVerdict) {
+	code := fasthttp.StatusBadRequest
+	switch v {
+	case headConnect:
+		code = fasthttp.StatusMethodNotAllowed
+		ctx.Response.Header.Set("Allow", allowedMethods)
+	case headBadVersion:
+		code = fasthttp.StatusHTTPVersionNotSupported
+	}
+	ctx.Error(v.message(), code)
+	ctx.SetConnectionClose()
 }
 
 // prepareBody reads a small body into memory (replayable) or sets up streaming.
