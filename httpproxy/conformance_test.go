@@ -80,7 +80,7 @@ var conformanceRows = []struct {
 	{"absolute form replaces Host", "GET http://public.example/x?y=1 HTTP/1.1\r\nHost: internal.example\r\n\r\n", "200", pub("GET http://public.example/x?y=1 HTTP/1.1")},
 	{"absolute form with port", "GET http://public.example:8080/x HTTP/1.1\r\n" + h + "\r\n", "200",
 		"GET http://public.example:8080/x HTTP/1.1\r\nHost: public.example:8080\r\n" + "X-Forwarded-For: 127.0.0.1\r\nX-Forwarded-Proto: http\r\nX-Forwarded-Host: public.example:8080\r\n" +
-		"Forwarded: for=127.0.0.1;proto=http;host=\"public.example:8080\"\r\n\r\n"},
+			"Forwarded: for=127.0.0.1;proto=http;host=\"public.example:8080\"\r\n\r\n"},
 	{"absolute form without path", "GET http://public.example HTTP/1.1\r\n" + h + "\r\n", "200", pub("GET http://public.example HTTP/1.1")},
 	{"absolute form HTTP/1.0 without Host", "GET http://public.example/x HTTP/1.0\r\n\r\n", "200", pub("GET http://public.example/x HTTP/1.1")},
 	{"absolute form with userinfo", "GET http://u@public.example/x HTTP/1.1\r\n" + h + "\r\n", "400", ""},
