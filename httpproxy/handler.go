@@ -140,11 +140,13 @@ func refuse(ctx *fasthttp.RequestCtx, v headVerdict) {
 	switch v {
 	case headConnect:
 		code = fasthttp.StatusMethodNotAllowed
-		ctx.Response.Header.Set("Allow", allowedMethods)
 	case headBadVersion:
 		code = fasthttp.StatusHTTPVersionNotSupported
 	}
-	ctx.Error(v.message(), code)
+	ctx.Error(v.message(), code) // resets the response headers: Allow comes after
+	if v == headConnect {
+		ctx.Response.Header.Set("Allow", allowedMethods)
+	}
 	ctx.SetConnectionClose()
 }
 
