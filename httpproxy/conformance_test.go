@@ -73,6 +73,8 @@ var conformanceRows = []struct {
 	{"asterisk with GET", "GET * HTTP/1.1\r\n" + h + "\r\n", "400", ""},
 	{"relative target", "GET x HTTP/1.1\r\n" + h + "\r\n", "400", ""},
 	{"space in target", "GET /a b HTTP/1.1\r\n" + h + "\r\n", "400", ""},
+	{"raw UTF-8 in target", "GET /caf\xc3\xa9 HTTP/1.1\r\n" + h + "\r\n", "400", ""},
+	{"method not a token", "G@T / HTTP/1.1\r\n" + h + "\r\n", "400", ""},
 	{"NUL in target", "GET /a\x00b HTTP/1.1\r\n" + h + "\r\n", "400", ""},
 
 	// Absolute form: the authority replaces Host (RFC 9112 §3.2.2), for routing and forwarding.
@@ -119,6 +121,8 @@ var conformanceRows = []struct {
 	{"Content-Length list", "POST / HTTP/1.1\r\n" + h + "Content-Length: 1, 1\r\n\r\na", "400", ""},
 	{"Content-Length with sign", "POST / HTTP/1.1\r\n" + h + "Content-Length: +1\r\n\r\na", "400", ""},
 	{"negative Content-Length", "POST / HTTP/1.1\r\n" + h + "Content-Length: -1\r\n\r\na", "400", ""},
+	{"Transfer-Encoding identity", "POST / HTTP/1.1\r\n" + h + "Transfer-Encoding: identity\r\n\r\n", "400", ""},
+	{"Transfer-Encoding identity with Content-Length", "POST / HTTP/1.1\r\n" + h + "Transfer-Encoding: identity\r\nContent-Length: 3\r\n\r\nabc", "400", ""},
 	{"Transfer-Encoding gzip", "POST / HTTP/1.1\r\n" + h + "Transfer-Encoding: gzip\r\n\r\n", "400", ""},
 	{"Transfer-Encoding chunked twice in a list", "POST / HTTP/1.1\r\n" + h + "Transfer-Encoding: chunked, chunked\r\n\r\n0\r\n\r\n", "400", ""},
 	{"two Transfer-Encoding fields", "POST / HTTP/1.1\r\n" + h + "Transfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", "400", ""},
@@ -140,6 +144,7 @@ var conformanceRows = []struct {
 	{"pipelined GET then bad name", "GET /1 HTTP/1.1\r\n" + h + "\r\nGET /2 HTTP/1.1\r\n" + h + "X Y: 1\r\n\r\n", "200 400", pub("GET /1 HTTP/1.1")},
 	{"body that looks like a request", "POST /1 HTTP/1.1\r\n" + h + "Content-Length: 39\r\n\r\nGET /admin HTTP/1.1\r\nHost: internal\r\n\r\n", "200",
 		"POST /1 HTTP/1.1\r\nHost: public.example\r\nContent-Length: 39\r\n" + fwdFor("public.example") + "\r\nGET /admin HTTP/1.1\r\nHost: internal\r\n\r\n"},
+	{"Upgrade with a body", "POST / HTTP/1.1\r\n" + h + "Connection: Upgrade\r\nUpgrade: x\r\nContent-Length: 3\r\n\r\nabc", "400", ""},
 	{"Connection-named field stripped", "GET / HTTP/1.1\r\n" + h + "Connection: X-Secret\r\nX-Secret: 1\r\nX-Kept: 2\r\n\r\n", "200", pub("GET / HTTP/1.1", "X-Kept: 2")},
 	{"empty line before request line", "\r\nGET /x HTTP/1.1\r\n" + h + "\r\n", "200", pub("GET /x HTTP/1.1")},
 }

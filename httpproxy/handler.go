@@ -102,6 +102,12 @@ func (ls *listenerState) handle(ctx *fasthttp.RequestCtx) {
 	h.SetNoDefaultContentType(true) // forward what the client sent: no Content-Type added
 	ps := r.ps
 	if isUpgrade(h) {
+		if cl := h.ContentLength(); cl != 0 && cl != -2 {
+			// The tunnel forwards the head alone and then raw bytes: a body would arrive as
+			// the start of the new protocol, or as a second request after a refusal.
+			refuse(ctx, headUpgradeBody)
+			return
+		}
 		ls.tunnel(ctx, t, ps)
 		return
 	}
@@ -498,21 +504,4 @@ func (ls *listenerState) logAccess(ctx *fasthttp.RequestCtx, a *attempt, d time.
 		slog.Duration("ttfb", a.ttfb),
 		slog.Duration("duration", d),
 	)
-}
-
-// hasContentLengthLine reports whether raw request headers contain a Content-Length field.
-func hasContentLengthLine(raw []byte) bool {
-	const name = "content-length:"
-	for len(raw) > 0 {
-		line := raw
-		if i := bytes.IndexByte(raw, '\n'); i >= 0 {
-			line, raw = raw[:i], raw[i+1:]
-		} else {
-			raw = nil
-		}
-		if len(line) >= len(name) && asciiEqualFold(line[:len(name)], name) {
-			return true
-		}
-	}
-	return false
 }

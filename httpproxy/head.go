@@ -20,6 +20,7 @@ const (
 	headConnect                 // CONNECT, which no route can tunnel
 	headBothLengths             // Content-Length and Transfer-Encoding together
 	headBadVersion              // a version other than HTTP/1.0 and HTTP/1.1
+	headUpgradeBody             // a protocol switch with a request body
 )
 
 // message is the client's answer to a refused head.
@@ -35,14 +36,18 @@ func (v headVerdict) message() string {
 		return "ballast: both Content-Length and Transfer-Encoding\n"
 	case headBadVersion:
 		return "ballast: HTTP version not supported\n"
+	case headUpgradeBody:
+		return "ballast: Upgrade with a request body\n"
 	}
 	return ""
 }
 
-// checkHead validates what fasthttp parsed but accepts too liberally: field names (it takes
-// "X Forwarded For" as a name and forwards it), the form of the request target, the version
-// (it takes any HTTP/d.d), CONNECT and CL+TE. For an absolute-form target it also returns the authority, which replaces Host
-// (RFC 9112 §3.2.2). It reads bytes fasthttp already holds and allocates nothing.
+// checkHead validates what fasthttp parsed but accepts too liberally: the method and field
+// names (it takes "X Forwarded For" as a name and forwards it), the form and bytes of the
+// request target, the version (it takes any HTTP/d.d), CONNECT, and Transfer-Encoding
+// beside Content-Length or other than chunked. For an absolute-form target it also returns
+// the authority, which replaces Host (RFC 9112 §3.2.2). It reads bytes fasthttp already
+// holds and allocates nothing.
 func checkHead(h *fasthttp.RequestHeader) (authority []byte, v headVerdict) {
 	if p := h.Protocol(); !bytes.Equal(p, http11) && !bytes.Equal(p, http10) {
 		return nil, headBadVersion
@@ -50,15 +55,21 @@ func checkHead(h *fasthttp.RequestHeader) (authority []byte, v headVerdict) {
 	if h.IsConnect() {
 		return nil, headConnect
 	}
-	// fasthttp lets Transfer-Encoding win over Content-Length and closes the connection; a
-	// request carrying both is a smuggling attempt or a broken client, so refuse it.
-	if h.ContentLength() == -1 && h.ConnectionClose() && hasContentLengthLine(h.RawHeaders()) {
+	fields, ok := scanFieldLines(h.RawHeaders())
+	switch {
+	case !ok || !isToken(h.Method()):
+		return nil, headBadName
+	case fields&fieldTransferEncoding != 0 && (fields&fieldContentLength != 0 || h.ContentLength() != -1):
+		// fasthttp lets Transfer-Encoding win over Content-Length, and takes "identity" as
+		// no coding at all; either is a smuggling attempt or a broken client (RFC 9112 §6.1).
 		return nil, headBothLengths
 	}
-	if !fieldNamesValid(h.RawHeaders()) {
-		return nil, headBadName
-	}
 	target := h.RequestURI()
+	for _, c := range target {
+		if c <= ' ' || c >= 0x7f {
+			return nil, headBadTarget // RFC 3986: anything else must be percent-encoded
+		}
+	}
 	switch {
 	case len(target) > 0 && target[0] == '/':
 		return nil, headOK
@@ -68,36 +79,49 @@ func checkHead(h *fasthttp.RequestHeader) (authority []byte, v headVerdict) {
 		}
 		return nil, headBadTarget
 	}
-	authority, ok := absoluteAuthority(target)
+	authority, ok = absoluteAuthority(target)
 	if !ok {
 		return nil, headBadTarget
 	}
 	return authority, headOK
 }
 
-// fieldNamesValid reports whether every line of a raw header block (fasthttp's RawHeaders:
-// the exact wire bytes after the request line) is an RFC 9110 token, a colon and a value.
+// Bits of what scanFieldLines found.
+const (
+	fieldContentLength uint8 = 1 << iota
+	fieldTransferEncoding
+)
+
+// scanFieldLines checks a raw header block (fasthttp's RawHeaders: the exact wire bytes after
+// the request line) in one pass: every line must be an RFC 9110 token, a colon and a value.
 // A line starting with a space or tab is obs-fold, which RFC 9112 §5.2 lets a server refuse
-// and which is refused here, so that no two parsers can disagree on where a field ends.
-func fieldNamesValid(raw []byte) bool {
+// and which is refused here, so that no two parsers can disagree on where a field ends. It
+// also reports which framing fields are present.
+func scanFieldLines(raw []byte) (found uint8, ok bool) {
 	for len(raw) > 0 {
 		if c := raw[0]; c == '\r' || c == '\n' {
-			return true // the blank line that ends the block
+			return found, true // the blank line that ends the block
 		}
 		i := 0
 		for i < len(raw) && tchar[raw[i]] {
 			i++
 		}
 		if i == 0 || i == len(raw) || raw[i] != ':' {
-			return false
+			return found, false
+		}
+		switch {
+		case i == len("content-length") && asciiEqualFold(raw[:i], "content-length"):
+			found |= fieldContentLength
+		case i == len("transfer-encoding") && asciiEqualFold(raw[:i], "transfer-encoding"):
+			found |= fieldTransferEncoding
 		}
 		j := bytes.IndexByte(raw[i:], '\n')
 		if j < 0 {
-			return true
+			break
 		}
 		raw = raw[i+j+1:]
 	}
-	return true
+	return found, true
 }
 
 // absoluteAuthority returns the authority of an absolute-form target (RFC 9112 §3.2.2), or
