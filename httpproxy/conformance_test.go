@@ -107,6 +107,12 @@ var conformanceRows = []struct {
 	{"bare LF between fields", "GET / HTTP/1.1\r\n" + h + "X-A: 1\nX-B: 2\r\n\r\n", "200", pub("GET / HTTP/1.1", "X-A: 1", "X-B: 2")},
 	{"bare LF only", "GET / HTTP/1.1\n" + h[:len(h)-2] + "\n\n", "400", ""},
 	{"field value whitespace trimmed", "GET / HTTP/1.1\r\n" + h + "X-A: \t 1 \t\r\n\r\n", "200", pub("GET / HTTP/1.1", "X-A: 1")},
+	{"HTTP/1.1 without Host", "GET / HTTP/1.1\r\n\r\n", "400", ""},
+	{"empty Host", "GET / HTTP/1.1\r\nHost:\r\n\r\n", "400", ""},
+	{"Host with userinfo", "GET / HTTP/1.1\r\nHost: u@public.example\r\n\r\n", "400", ""},
+	{"Host with a path", "GET / HTTP/1.1\r\nHost: public.example/x\r\n\r\n", "400", ""},
+	{"HTTP/1.0 without Host", "GET /api/x HTTP/1.0\r\n\r\n", "200", "GET /api/x HTTP/1.0\r\nHost: BACKEND\r\n" +
+		"X-Forwarded-For: 127.0.0.1\r\nX-Forwarded-Proto: http\r\nForwarded: for=127.0.0.1;proto=http\r\n\r\n"},
 	{"duplicate Host", "GET / HTTP/1.1\r\n" + h + h + "\r\n", "400", ""},
 
 	// Framing: Content-Length and Transfer-Encoding.
@@ -161,8 +167,8 @@ func TestRequestHeadConformance(t *testing.T) {
 			if s := statuses(out); s != tc.status {
 				t.Errorf("statuses %q, want %q; response:\n%s", s, tc.status, out)
 			}
-			if string(got) != tc.backend {
-				t.Errorf("backend received:\n%q\nwant:\n%q", got, tc.backend)
+			if want := strings.ReplaceAll(tc.backend, "BACKEND", rb.addr()); string(got) != want {
+				t.Errorf("backend received:\n%q\nwant:\n%q", got, want)
 			}
 		})
 	}

@@ -21,6 +21,7 @@ const (
 	headBothLengths             // Content-Length and Transfer-Encoding together
 	headBadVersion              // a version other than HTTP/1.0 and HTTP/1.1
 	headUpgradeBody             // a protocol switch with a request body
+	headBadHost                 // Host missing from HTTP/1.1, empty or not a host[:port]
 )
 
 // message is the client's answer to a refused head.
@@ -38,6 +39,8 @@ func (v headVerdict) message() string {
 		return "ballast: HTTP version not supported\n"
 	case headUpgradeBody:
 		return "ballast: Upgrade with a request body\n"
+	case headBadHost:
+		return "ballast: missing or invalid Host\n"
 	}
 	return ""
 }
@@ -72,24 +75,34 @@ func checkHead(h *fasthttp.RequestHeader) (authority []byte, v headVerdict) {
 	}
 	switch {
 	case len(target) > 0 && target[0] == '/':
-		return nil, headOK
 	case len(target) == 1 && target[0] == '*':
-		if h.IsOptions() {
-			return nil, headOK
+		if !h.IsOptions() {
+			return nil, headBadTarget
 		}
-		return nil, headBadTarget
+	default:
+		authority, ok = absoluteAuthority(target)
+		if !ok {
+			return nil, headBadTarget
+		}
+		return authority, headOK // the authority replaces Host, whatever Host says
 	}
-	authority, ok = absoluteAuthority(target)
-	if !ok {
-		return nil, headBadTarget
+	// RFC 9112 §3.2: an HTTP/1.1 request without Host, or with more than one (fasthttp
+	// refuses those), gets 400; RFC 9110 §4.2.1: an http URI has a non-empty host.
+	if fields&fieldHost == 0 {
+		if h.IsHTTP11() {
+			return nil, headBadHost
+		}
+	} else if !validAuthority(h.Host()) {
+		return nil, headBadHost
 	}
-	return authority, headOK
+	return nil, headOK
 }
 
 // Bits of what scanFieldLines found.
 const (
 	fieldContentLength uint8 = 1 << iota
 	fieldTransferEncoding
+	fieldHost
 )
 
 // scanFieldLines checks a raw header block (fasthttp's RawHeaders: the exact wire bytes after
@@ -114,6 +127,8 @@ func scanFieldLines(raw []byte) (found uint8, ok bool) {
 			found |= fieldContentLength
 		case i == len("transfer-encoding") && asciiEqualFold(raw[:i], "transfer-encoding"):
 			found |= fieldTransferEncoding
+		case i == len("host") && asciiEqualFold(raw[:i], "host"):
+			found |= fieldHost
 		}
 		j := bytes.IndexByte(raw[i:], '\n')
 		if j < 0 {
@@ -139,15 +154,26 @@ func absoluteAuthority(target []byte) ([]byte, bool) {
 	}
 	n := 0
 	for n < len(rest) && rest[n] != '/' && rest[n] != '?' {
-		if !authorityChar[rest[n]] {
-			return nil, false
-		}
 		n++
 	}
-	if n == 0 || rest[0] == ':' {
+	if !validAuthority(rest[:n]) {
 		return nil, false
 	}
 	return rest[:n], true
+}
+
+// validAuthority reports whether a is a non-empty host with an optional port: only
+// authorityChar bytes, not starting with the port's colon.
+func validAuthority(a []byte) bool {
+	if len(a) == 0 || a[0] == ':' {
+		return false
+	}
+	for _, c := range a {
+		if !authorityChar[c] {
+			return false
+		}
+	}
+	return true
 }
 
 // authorityChar marks the bytes of an authority without userinfo (RFC 3986 §3.2.2–3.2.3):

@@ -108,9 +108,9 @@ func TestScanFieldLines(t *testing.T) {
 		found uint8
 		ok    bool
 	}{
-		{"Host: x\r\nContent-Length: 5\r\n\r\n", fieldContentLength, true},
-		{"Host: x\r\ncontent-length:5\r\n", fieldContentLength, true},
-		{"Host: x\r\nX-Content-Length: 5\r\n", 0, true},
+		{"Host: x\r\nContent-Length: 5\r\n\r\n", fieldHost | fieldContentLength, true},
+		{"host: x\r\ncontent-length:5\r\n", fieldHost | fieldContentLength, true},
+		{"X-Host: x\r\nX-Content-Length: 5\r\n", 0, true},
 		{"Transfer-Encoding: chunked\r\nContent-Length: 1\r\n", fieldTransferEncoding | fieldContentLength, true},
 		{"", 0, true},
 		{"X Forwarded For: 1\r\n", 0, false},
@@ -232,6 +232,8 @@ func FuzzScanFieldLines(f *testing.F) {
 				want |= fieldContentLength
 			case "transfer-encoding":
 				want |= fieldTransferEncoding
+			case "host":
+				want |= fieldHost
 			}
 		}
 		if ok != wantOK || ok && found != want {
