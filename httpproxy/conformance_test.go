@@ -4,6 +4,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"ballast/config"
 )
@@ -157,9 +158,23 @@ var conformanceRows = []struct {
 
 // TestRequestHeadConformance drives each request head through a real listener to a raw
 // recording backend and checks the client's statuses and every byte the backend receives.
+// The hedged path (hedge.delay set, never reached here) writes a copy of the request and must
+// forward the same bytes.
 func TestRequestHeadConformance(t *testing.T) {
-	rb := newRawBackend(t)
-	tp := startProxy(t, conformanceConfig(rb.addr()))
+	for _, hedged := range []bool{false, true} {
+		rb := newRawBackend(t)
+		cfg := conformanceConfig(rb.addr())
+		name := "plain"
+		if hedged {
+			cfg.Pools[0].Hedge.Delay = dur(time.Hour)
+			name = "hedged"
+		}
+		tp := startProxy(t, cfg)
+		t.Run(name, func(t *testing.T) { runConformance(t, tp, rb) })
+	}
+}
+
+func runConformance(t *testing.T, tp *testProxy, rb *rawBackend) {
 	for _, tc := range conformanceRows {
 		t.Run(tc.name, func(t *testing.T) {
 			out := exchangeRaw(t, tp.addr, []byte(tc.req))
