@@ -28,14 +28,24 @@
 //   - Hedging (hedge.delay > 0) sends an idempotent request with a replayable body to another
 //     backend each time hedge.delay passes without response headers, up to hedge.max_hedges
 //     copies; the first response wins, the others' connections are closed and slots released.
+//   - Request heads (head.go, checkHead): after fasthttp's parse, one pass over the raw
+//     header bytes refuses field names that are not tokens and obs-fold; the target must be
+//     origin-form, "*" (OPTIONS only) or http(s) absolute-form in printable ASCII; HTTP/1.1
+//     needs one valid Host. An absolute-form target's authority replaces Host before routing
+//     (RFC 9112 §3.2.2), so routing and forwarding use the same host. Routes match the
+//     normalised path; the target is forwarded byte for byte (the parsed URI is dropped so
+//     fasthttp does not rewrite it). A refused head closes the connection.
 //   - Errors: queue full → 503 + Retry-After; queue timeout → 503 + Retry-After; no backend
 //     → 503; connect failure or reset → 502; no response headers within timeouts.response →
-//     504; malformed request or Content-Length with Transfer-Encoding → 400; request header
-//     over the listener's max_header_bytes → 431; client too slow sending headers → 408.
+//     504; malformed request, invalid field name or target, Transfer-Encoding other than
+//     chunked or with Content-Length, Upgrade with a body → 400; CONNECT → 405 with Allow;
+//     version other than HTTP/1.0 and 1.1 → 505; request header over the listener's
+//     max_header_bytes → 431; client too slow sending headers → 408.
 //   - Hop-by-hop headers (RFC 9110 §7.6.1) and every header Connection names are stripped both
 //     ways; X-Forwarded-For and Forwarded (RFC 7239) get the client appended, X-Forwarded-Proto
-//     and X-Forwarded-Host are set, Host is preserved; header names are canonicalised by
-//     fasthttp (header names are case-insensitive).
+//     and X-Forwarded-Host are set, Host is preserved (or set from an absolute-form target);
+//     no Content-Type is added; header names are canonicalised by fasthttp (header names are
+//     case-insensitive).
 //   - Upgrade requests (WebSocket) are tunnelled over a dedicated backend connection after the
 //     backend's 101, copying both ways with half-close; the backend counts in flight for the
 //     tunnel's life.

@@ -76,24 +76,38 @@ func (ls *listenerState) handle(ctx *fasthttp.RequestCtx) {
 	t := p.table.Load()
 	h := &ctx.Request.Header
 
-	// fasthttp lets Transfer-Encoding win over Content-Length and closes the connection; a
-	// request carrying both is a smuggling attempt or a broken client, so refuse it.
-	if h.ContentLength() == -1 && h.ConnectionClose() && hasContentLengthLine(h.RawHeaders()) {
-		ctx.Error("ballast: both Content-Length and Transfer-Encoding\n", fasthttp.StatusBadRequest)
-		ctx.SetConnectionClose()
+	authority, v := checkHead(h)
+	if v != headOK {
+		refuse(ctx, v)
 		return
+	}
+	if authority != nil {
+		// RFC 9112 §3.2.2: the target's authority replaces Host, so the request is routed on
+		// and forwarded with the same host.
+		h.SetHostBytes(authority)
 	}
 	var path []byte
 	if t.needPath {
-		path = ctx.Path()
+		path = ctx.Path() // routes match the normalised path
 	}
 	r := t.match(ls.name, h.Host(), path)
 	if r == nil {
 		ctx.Error("ballast: no route\n", fasthttp.StatusNotFound)
 		return
 	}
+	// fasthttp parsed the target into a URI and would write the request from it: percent-
+	// decoded, normalised, Host taken from it. Dropping the parse makes Write send the
+	// target exactly as the client did.
+	ctx.Request.SetURI(nil)
+	h.SetNoDefaultContentType(true) // forward what the client sent: no Content-Type added
 	ps := r.ps
 	if isUpgrade(h) {
+		if cl := h.ContentLength(); cl != 0 && cl != -2 {
+			// The tunnel forwards the head alone and then raw bytes: a body would arrive as
+			// the start of the new protocol, or as a second request after a refusal.
+			refuse(ctx, headUpgradeBody)
+			return
+		}
 		ls.tunnel(ctx, t, ps)
 		return
 	}
@@ -123,6 +137,23 @@ func (ls *listenerState) handle(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	ls.forward(ctx, t, ps, x, key, replayable)
+}
+
+// refuse answers a request head that checkHead did not accept and closes the connection,
+// whose framing can no longer be trusted.
+func refuse(ctx *fasthttp.RequestCtx, v headVerdict) {
+	code := fasthttp.StatusBadRequest
+	switch v {
+	case headConnect:
+		code = fasthttp.StatusMethodNotAllowed
+	case headBadVersion:
+		code = fasthttp.StatusHTTPVersionNotSupported
+	}
+	ctx.Error(v.message(), code) // resets the response headers: Allow comes after
+	if v == headConnect {
+		ctx.Response.Header.Set("Allow", allowedMethods)
+	}
+	ctx.SetConnectionClose()
 }
 
 // prepareBody reads a small body into memory (replayable) or sets up streaming.
@@ -473,21 +504,4 @@ func (ls *listenerState) logAccess(ctx *fasthttp.RequestCtx, a *attempt, d time.
 		slog.Duration("ttfb", a.ttfb),
 		slog.Duration("duration", d),
 	)
-}
-
-// hasContentLengthLine reports whether raw request headers contain a Content-Length field.
-func hasContentLengthLine(raw []byte) bool {
-	const name = "content-length:"
-	for len(raw) > 0 {
-		line := raw
-		if i := bytes.IndexByte(raw, '\n'); i >= 0 {
-			line, raw = raw[:i], raw[i+1:]
-		} else {
-			raw = nil
-		}
-		if len(line) >= len(name) && asciiEqualFold(line[:len(name)], name) {
-			return true
-		}
-	}
-	return false
 }
