@@ -157,7 +157,7 @@ func (o *outlier) step(now time.Time) {
 		case cf > 0 && s.streak >= cf:
 			why = fmt.Sprintf("%d consecutive failures", s.streak)
 		case judge && s.dD >= uint64(fp.RequestVolume) && s.dF*100 >= uint64(fp.Threshold)*s.dD:
-			why = fmt.Sprintf("%d of %d requests failed in %s (failure_percentage %d%%)", s.dF, s.dD, interval, fp.Threshold)
+			why = fmt.Sprintf("%d of %d requests failed in %s (failure_percentage threshold %d%%)", s.dF, s.dD, interval, fp.Threshold)
 		}
 		if why == "" {
 			if cf == 0 || b.FailureStreak() < cf {
