@@ -1,6 +1,6 @@
 // Package balance holds Ballast's balancing algorithms as pure code: no I/O, no clock, no
-// goroutines. Everything else in Ballast (the L7 and L4 proxies, the simulator, the XDP director)
-// calls the same pickers.
+// goroutines. Everything else in Ballast that balances (the L7 proxy through package upstream, and
+// the simulator) calls the same pickers.
 //
 // # Contract
 //

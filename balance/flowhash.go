@@ -6,8 +6,8 @@ import (
 	"net/netip"
 )
 
-// FlowSeed is the seed of every flow hash. The L4 proxy and the XDP director's BPF program use
-// the same constant, so both send a client to the same backend.
+// FlowSeed is the seed of every flow hash. It is a fixed constant, so that a flow hashes the same
+// in every process and in any BPF program computing the same jhash with it.
 const FlowSeed uint32 = 0x8badf00d
 
 // jhashInit is lookup3's JHASH_INITVAL, as in the kernel's <linux/jhash.h>.

@@ -77,8 +77,8 @@ func (m *maglev) Pick(key uint64, tried Tried) (int, error) {
 
 // MaglevTable builds a Maglev lookup table of size slots (a prime, at least len(ids); 0 means
 // MaglevDefaultSize) for backends ids with positive weights. Each entry is a position into ids.
-// The result depends only on the (ID, weight) pairs, not on their order, so every node (and the
-// XDP director, which looks up table[key % size]) builds the same table.
+// The result depends only on the (ID, weight) pairs, not on their order, so every node builds the
+// same table, and a lookup of table[key % size] outside Go finds the same backend.
 //
 // Slot counts follow the weights exactly, to the slot: every backend gets one slot, and the
 // other size−n slots are shared in proportion to weight by largest remainder (ties by ID). With

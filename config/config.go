@@ -162,6 +162,17 @@ type Outlier struct {
 	BaseEjection        Duration `yaml:"base_ejection"`
 	MaxEjectionPercent  int      `yaml:"max_ejection_percent"`
 	PanicThreshold      int      `yaml:"panic_threshold_percent"`
+	// Interval is how often failure_percentage judges the requests of the interval just ended.
+	Interval          Duration          `yaml:"interval"`
+	FailurePercentage FailurePercentage `yaml:"failure_percentage"`
+}
+
+// FailurePercentage ejects a backend whose share of failed requests over one outlier interval
+// reaches Threshold (Envoy's failure_percentage outlier detection).
+type FailurePercentage struct {
+	Threshold     int `yaml:"threshold"`      // percent of the interval's requests; 0 = off
+	RequestVolume int `yaml:"request_volume"` // a backend with fewer requests in the interval is not judged
+	MinimumHosts  int `yaml:"minimum_hosts"`  // judge only when this many backends reach request_volume
 }
 
 // Admin is the runtime API, status page and metrics listener.

@@ -35,6 +35,15 @@ const (
 	DefaultMaxFlows          = 65536
 )
 
+// The failure_percentage defaults are Envoy's, except minimum_hosts (Envoy's is 5): a pool of
+// two or three backends should be protected too, and max_ejection_percent already guards it.
+const (
+	DefaultOutlierInterval = 10 * time.Second
+	DefaultFailurePct      = 85
+	DefaultFailureVolume   = 50
+	DefaultFailureMinHosts = 1
+)
+
 // defaults fills every field the file left out. A field written with a zero value keeps it
 // (weight: 0 stays 0, interval: 0s turns health checks off); validation then judges it.
 func (d *decoder) defaults(c *Config) {
@@ -126,6 +135,15 @@ func (d *decoder) poolDefaults(pl *Pool, p string) {
 	op := p + ".outlier"
 	setDur(d, op+".base_ejection", &o.BaseEjection, DefaultBaseEjection)
 	setInt(d, op+".max_ejection_percent", &o.MaxEjectionPercent, DefaultMaxEjectionPct)
+	setDur(d, op+".interval", &o.Interval, DefaultOutlierInterval)
+	fp := &o.FailurePercentage
+	fpp := op + ".failure_percentage"
+	// Writing a failure_percentage section turns it on, as a health_check section does.
+	if d.has(fpp, *fp != FailurePercentage{}) {
+		setInt(d, fpp+".threshold", &fp.Threshold, DefaultFailurePct)
+	}
+	setInt(d, fpp+".request_volume", &fp.RequestVolume, DefaultFailureVolume)
+	setInt(d, fpp+".minimum_hosts", &fp.MinimumHosts, DefaultFailureMinHosts)
 }
 
 func setDur(d *decoder, path string, v *Duration, def time.Duration) {

@@ -265,8 +265,23 @@ func (d *decoder) validatePool(pl *Pool, p string, l4 bool, fail func(path, form
 	if o.PanicThreshold < 0 || o.PanicThreshold > 100 {
 		fail(op+".panic_threshold_percent", "must be between 0 (off) and 100, got %d", o.PanicThreshold)
 	}
-	if o.ConsecutiveFailures > 0 && o.BaseEjection.Duration == 0 {
-		fail(op+".base_ejection", "must be more than 0s when consecutive_failures is set")
+	fp, fpp := o.FailurePercentage, op+".failure_percentage"
+	if fp.Threshold < 0 || fp.Threshold > 100 {
+		fail(fpp+".threshold", "must be between 0 (off) and 100 (percent of an interval's requests), got %d", fp.Threshold)
+	}
+	if fp.Threshold > 0 {
+		if fp.RequestVolume < 1 {
+			fail(fpp+".request_volume", "must be at least 1 (requests in an interval before a backend is judged), got %d", fp.RequestVolume)
+		}
+		if fp.MinimumHosts < 1 {
+			fail(fpp+".minimum_hosts", "must be at least 1 (backends with request_volume before any is judged), got %d", fp.MinimumHosts)
+		}
+		if o.Interval.Duration <= 0 {
+			fail(op+".interval", "must be more than 0s when failure_percentage is set, e.g. 10s")
+		}
+	}
+	if (o.ConsecutiveFailures > 0 || fp.Threshold > 0) && o.BaseEjection.Duration == 0 {
+		fail(op+".base_ejection", "must be more than 0s when consecutive_failures or failure_percentage is set")
 	}
 }
 

@@ -9,19 +9,24 @@
 // do not probe in lockstep. Verdicts reach the pool through upstream.Pool.SetHealthy.
 //
 // Passive checks (outlier ejection, Envoy's outlier detection) watch each backend's request
-// counters: outlier.consecutive_failures failed requests with no success between them eject
-// the backend for base_ejection × the number of times it was ejected (at most 10×; the count
-// decays by one for every base_ejection it stays in). What counts as failed is decided by the
-// proxy when it releases the request (connect errors, resets, timeouts, and 5xx with
-// include_5xx). Ejections are refused when they would put more than max_ejection_percent of the
+// outcomes: outlier.consecutive_failures failed requests with no success between them, or, with
+// outlier.failure_percentage, a share of failed requests of at least threshold percent over an
+// outlier.interval with at least request_volume requests (when minimum_hosts backends had that
+// many), eject the backend for base_ejection × the number of times it was ejected (at most 10×;
+// the count decays by one for every base_ejection it stays in). What counts as failed is
+// decided by the proxy when it releases the request (connect errors, resets, timeouts, and 5xx
+// with include_5xx). Ejections are refused when they would put more than max_ejection_percent of the
 // pool out at once (at least one backend may always be ejected while the percentage is above
 // 0), or when they would leave fewer than panic_threshold_percent of the pool usable: below that
 // share the pool panics and balances over every backend anyway (upstream.Pool.Panicking), so
 // such an ejection would change nothing but the status page.
 //
-// The counters are sampled every Options.OutlierTick (100 ms by default) rather than observed
-// per request: "consecutive" therefore means "no success within the same sample", which errs
-// on the side of not ejecting under mixed traffic.
+// Consecutive failures are counted per response on the request path, with atomics in the
+// upstream.Backend (FailureStreak; a success resets it): every Options.OutlierTick (100 ms by
+// default) the checker takes the longest streak since its previous look
+// (TakeFailureStreakPeak), so a streak is never lost to the success that ended it, and an
+// ejection resets the streak. failure_percentage compares the backend's failed and finished
+// counters at the start and end of each interval.
 //
 // Every transition is logged with slog and passed to Options.OnEvent (the metrics count
 // them); the last probe result of every backend is kept for the status page.

@@ -52,7 +52,8 @@ type Options struct {
 	OnEvent func(Event)
 	// OnProbe, when set, is called after every active probe.
 	OnProbe func(pool, backend string, r Result)
-	// OutlierTick is how often outlier detection samples the counters (default 100ms).
+	// OutlierTick is how often outlier detection acts on the failure streaks the requests
+	// recorded, and checks whether a failure_percentage interval ended (default 100ms).
 	OutlierTick time.Duration
 	// Now is the clock (tests inject one); nil means time.Now.
 	Now func() time.Time
@@ -130,7 +131,7 @@ func (m *Monitor) Update(pools map[string]*upstream.Pool, cfgs []config.Pool) {
 			r.cancel()
 			delete(m.runs, pc.Name)
 		}
-		if pc.Health.Interval.Duration <= 0 && pc.Outlier.ConsecutiveFailures <= 0 {
+		if pc.Health.Interval.Duration <= 0 && !outlierOn(pc.Outlier) {
 			continue
 		}
 		ctx, cancel := context.WithCancel(m.ctx)
@@ -146,7 +147,7 @@ func (m *Monitor) Update(pools map[string]*upstream.Pool, cfgs []config.Pool) {
 				go func() { defer m.wg.Done(); a.run(ctx) }()
 			}
 		}
-		if pc.Outlier.ConsecutiveFailures > 0 {
+		if outlierOn(pc.Outlier) {
 			o := newOutlier(m, r)
 			m.wg.Add(1)
 			go func() { defer m.wg.Done(); o.run(ctx) }()
@@ -158,6 +159,11 @@ func (m *Monitor) Update(pools map[string]*upstream.Pool, cfgs []config.Pool) {
 			delete(m.runs, name)
 		}
 	}
+}
+
+// outlierOn reports whether the pool has any outlier detection to run.
+func outlierOn(o config.Outlier) bool {
+	return o.ConsecutiveFailures > 0 || o.FailurePercentage.Threshold > 0
 }
 
 // Kick wakes every scheduler now, so that backends added at run time are probed at once.

@@ -18,16 +18,27 @@ type outlier struct {
 	r   *poolRun
 	cfg config.Outlier
 	bs  map[string]*outState
+	// sweepAt ends the current failure_percentage interval; zero until the first step.
+	sweepAt time.Time
 }
 
-// outState is one backend's failure streak and ejection history.
+// outState is one backend's ejection history and its counters at the start of the current
+// failure_percentage interval.
 type outState struct {
 	b                  *upstream.Backend
 	lastFail, lastDone uint64
-	streak             uint64
 	ejections          int       // the multiplier of the next ejection, decaying
 	decayFrom          time.Time // when the multiplier last moved
 	refused            bool      // an EjectionRefused was reported for this streak
+}
+
+// sample is what one step saw of one backend.
+type sample struct {
+	st     *outState
+	state  upstream.State
+	streak uint64 // the longest failure streak since the previous step
+	dF, dD uint64 // failed and finished requests of the interval that just ended (sweeps only)
+	fresh  bool   // first seen now: no interval to judge yet
 }
 
 func newOutlier(m *Monitor, r *poolRun) *outlier {
@@ -60,67 +71,107 @@ func counters(b *upstream.Backend) (failed, done uint64) {
 	return failed, req - uint64(inf)
 }
 
+// since is the growth of a counter from last to now; 0 if it went backwards.
+func since(now, last uint64) uint64 {
+	if now < last {
+		return 0
+	}
+	return now - last
+}
+
 func usableState(s upstream.State) bool {
 	return s == upstream.StateUp || s == upstream.StateSlowStart
 }
 
-// step samples every backend once and ejects those whose streak reached the threshold.
+// step looks at every backend once: it ejects those whose failure streak reached
+// consecutive_failures since the previous step and, when a failure_percentage interval ends,
+// those whose share of failed requests in it reached the threshold.
 func (o *outlier) step(now time.Time) {
 	p := o.r.pool.Load()
 	bs := p.Backends()
-	total, ejected, usable := len(bs), 0, 0
-	states := make([]upstream.State, len(bs))
-	seen := make(map[string]bool, len(bs))
-	for i, b := range bs {
-		states[i] = b.State()
-		switch {
-		case states[i] == upstream.StateEjected:
-			ejected++
-		case usableState(states[i]):
-			usable++
+	fp := o.cfg.FailurePercentage
+	interval := o.cfg.Interval.Duration
+	sweep := false
+	if fp.Threshold > 0 && interval > 0 {
+		if !o.sweepAt.IsZero() && !now.Before(o.sweepAt) {
+			sweep = true
+		}
+		if o.sweepAt.IsZero() || sweep {
+			o.sweepAt = now.Add(interval)
 		}
 	}
-	base := o.cfg.BaseEjection.Duration
+	total, ejected, usable, judged := len(bs), 0, 0, 0
+	samples := make([]sample, len(bs))
+	seen := make(map[string]bool, len(bs))
 	for i, b := range bs {
 		seen[b.ID] = true
-		fails, done := counters(b)
-		st := o.bs[b.ID]
-		if st == nil || st.b != b {
-			o.bs[b.ID] = &outState{b: b, lastFail: fails, lastDone: done}
-			continue
+		s := &samples[i]
+		s.state = b.State()
+		switch {
+		case s.state == upstream.StateEjected:
+			ejected++
+		case usableState(s.state):
+			usable++
 		}
-		dF, dD := fails-st.lastFail, uint64(0)
-		if fails < st.lastFail {
-			dF = 0
+		s.st = o.bs[b.ID]
+		if s.fresh = s.st == nil || s.st.b != b; s.fresh {
+			fails, done := counters(b)
+			s.st = &outState{b: b, lastFail: fails, lastDone: done}
+			o.bs[b.ID] = s.st
 		}
-		if done > st.lastDone {
-			dD = done - st.lastDone
+		switch {
+		case s.state == upstream.StateEjected:
+			// Left alone while out: the peak stays for the look after a short hold-off (a
+			// refused connection) ends.
+		case s.fresh:
+			b.TakeFailureStreakPeak() // a peak from before this detector ran is not evidence
+			s.streak = b.FailureStreak()
+		default:
+			s.streak = b.TakeFailureStreakPeak()
 		}
-		st.lastFail, st.lastDone = fails, done
-		if states[i] == upstream.StateEjected {
-			st.streak, st.refused = 0, false
+		if sweep && !s.fresh {
+			fails, done := counters(b)
+			s.dF, s.dD = since(fails, s.st.lastFail), since(done, s.st.lastDone)
+			s.st.lastFail, s.st.lastDone = fails, done
+			if usableState(s.state) && s.dD >= uint64(fp.RequestVolume) {
+				judged++
+			}
+		}
+	}
+	judge := sweep && judged >= fp.MinimumHosts
+	base := o.cfg.BaseEjection.Duration
+	cf := uint64(max(o.cfg.ConsecutiveFailures, 0))
+	for i, b := range bs {
+		s := &samples[i]
+		st := s.st
+		if s.state == upstream.StateEjected {
+			st.refused = false
 			continue
 		}
 		if st.ejections > 0 && base > 0 && now.Sub(st.decayFrom) >= base {
 			st.ejections--
 			st.decayFrom = now
 		}
-		if dD > dF { // at least one success in this sample ends the streak
-			st.streak, st.refused = 0, false
+		var why string
+		switch {
+		case cf > 0 && s.streak >= cf:
+			why = fmt.Sprintf("%d consecutive failures", s.streak)
+		case judge && s.dD >= uint64(fp.RequestVolume) && s.dF*100 >= uint64(fp.Threshold)*s.dD:
+			why = fmt.Sprintf("%d of %d requests failed in %s (failure_percentage threshold %d%%)", s.dF, s.dD, interval, fp.Threshold)
+		}
+		if why == "" {
+			if cf == 0 || b.FailureStreak() < cf {
+				st.refused = false // the streak ended with a success
+			}
 			continue
 		}
-		st.streak += dF
-		if st.streak < uint64(o.cfg.ConsecutiveFailures) {
-			continue
+		if !usableState(s.state) {
+			continue // already out of rotation for another reason
 		}
-		if !usableState(states[i]) {
-			st.streak = 0 // already out of rotation for another reason
-			continue
-		}
-		if why := o.refuse(total, ejected, usable); why != "" {
+		if r := o.refuse(total, ejected, usable); r != "" {
 			if !st.refused {
 				st.refused = true
-				o.m.emit(Event{Pool: o.r.name, Backend: b.ID, Kind: EjectionRefused, Detail: why})
+				o.m.emit(Event{Pool: o.r.name, Backend: b.ID, Kind: EjectionRefused, Detail: why + "; " + r})
 			}
 			continue
 		}
@@ -129,12 +180,15 @@ func (o *outlier) step(now time.Time) {
 		if err := p.Eject(b.ID, until); err != nil {
 			continue // removed meanwhile
 		}
-		st.ejections, st.decayFrom, st.streak, st.refused = n, until, 0, false
+		// Back from the ejection, the backend starts afresh: a new streak, a new interval.
+		b.ResetFailureStreak()
+		st.lastFail, st.lastDone = counters(b)
+		st.ejections, st.decayFrom, st.refused = n, until, false
 		ejected++
 		usable--
 		o.m.record(o.r.name, b.ID, true).ejections.Add(1)
 		o.m.emit(Event{Pool: o.r.name, Backend: b.ID, Kind: Ejected, Until: until,
-			Detail: fmt.Sprintf("%d consecutive failures; ejection #%d for %s", o.cfg.ConsecutiveFailures, n, base*time.Duration(n))})
+			Detail: fmt.Sprintf("%s; ejection #%d for %s", why, n, base*time.Duration(n))})
 	}
 	for id := range o.bs {
 		if !seen[id] {

@@ -52,8 +52,12 @@ func (b *retryBudget) request(now int64) {
 	b.curReqs.Add(1)
 }
 
-// spend reports whether one more retry or hedge fits in the budget and, if so, counts it.
+// spend reports whether one more retry or hedge fits in the budget and, if so, counts it. A
+// budget of 0 spends nothing, not even the floor: retries.budget: 0 turns retries off.
 func (b *retryBudget) spend(now int64) bool {
+	if b.ratio == 0 {
+		return false
+	}
 	b.roll(now)
 	reqs := b.curReqs.Load() + b.prevReqs.Load()
 	allowed := int64(b.ratio*float64(reqs)) + 2*budgetMinPerSecond

@@ -21,7 +21,7 @@
 //   - Retries go to a different backend, only for connect failures and connections closed
 //     before response headers, only for idempotent methods unless retries.non_idempotent,
 //     at most retries.attempts tries, and within the pool's retry budget (retries + hedges ≤
-//     budget × requests over the last two seconds, plus a small floor). A backend that refuses a
+//     budget × requests over the last two seconds, plus a small floor; budget 0: none). A backend that refuses a
 //     connection is also taken out of rotation for one second (lighttpd's disable-time, nginx's
 //     max_fails=1), so that when a backend dies the requests behind the first few go straight
 //     to the others instead of failing or spending the budget.

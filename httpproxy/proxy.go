@@ -187,12 +187,9 @@ func newPoolState(pc *config.Pool, pool *upstream.Pool, prev *table) (*poolState
 	return ps, nil
 }
 
-func budgetRatio(pc *config.Pool) float64 {
-	if pc.Retries.Budget > 0 {
-		return pc.Retries.Budget
-	}
-	return 0.2
-}
+// budgetRatio is retries.budget as configured: config fills the default when the key is left
+// out, so a 0 here was written and means no retries or hedges at all.
+func budgetRatio(pc *config.Pool) float64 { return pc.Retries.Budget }
 
 // match returns the first route for listener, host and path, or nil.
 func (t *table) match(listener string, host, path []byte) *route {

@@ -6,8 +6,8 @@
 //
 // # Contract
 //
-// Run(name, Options) runs one scenario of SCENARIOS.md (Names lists them) and returns a Report
-// whose JSON form is exactly {"scenario": NAME, "results": [{"algorithm", "throughput_rps",
+// Run(name, Options) runs one scenario of ../shared/SCENARIOS.md (Names lists them) and returns
+// a Report whose JSON form is exactly {"scenario": NAME, "results": [{"algorithm", "throughput_rps",
 // "makespan_s", "split", "p50_ms", "p99_ms", "ideal_ratio", "predicted", "seed"}, ...]}.
 // Measured figures come from the load generator; "split" counts the responses per backend by
 // the X-Ballast-Backend header the emulated backends send (pools over 100 backends are counted

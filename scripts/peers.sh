@@ -2,7 +2,7 @@
 # peers.sh BALLAST_BIN [REPS] [SECS] [N]: CPU-microseconds per request of Ballast vs HAProxy
 # (one thread), round robin over two nginx backends serving 44 bytes, in two client modes:
 #   keep-alive   wrk -c16 and -c256 for SECS seconds (the shared bar script,
-#                /work/shared/tools/peers/peers.sh, runs this part unchanged);
+#                ../shared/tools/peers/peers.sh next to the repository, runs this part unchanged);
 #   close        ab -c16 -n N, a new client connection per request (no -k), which adds
 #                accept and close to every request.
 # Runs are interleaved (HAProxy, Ballast, HAProxy, ...); CPU is utime+stime from /proc of the
@@ -10,12 +10,16 @@
 # Needs: haproxy nginx wrk ab (apt-get install -y haproxy nginx wrk apache2-utils).
 set -u
 BIN=$(readlink -f "$1"); REPS=${2:-5}; SECS=${3:-4}; N=${4:-20000}
-shared=${PEERS_SHARED:-/work/shared/tools/peers}
+# The shared peers tools sit next to the repository (PEERS_SHARED overrides).
+shared=${PEERS_SHARED:-$(cd "$(dirname "$0")/.." && pwd)/../shared/tools/peers}
 for c in haproxy nginx wrk ab curl python3; do command -v $c >/dev/null || { echo "missing $c"; exit 2; }; done
 echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)"
 ka=$("$shared/peers.sh" "$BIN" "$REPS" "$SECS")
 
 w=$(mktemp -d); bp=; hp=; lp=
+# mktemp -d makes the directory 0700: nginx started as root serves from it with workers that
+# could not read it, answering 403 to everything.
+chmod 755 "$w"
 trap 'kill $bp $hp $lp 2>/dev/null; wait 2>/dev/null; rm -rf "$w"' EXIT
 mkdir -p "$w/html" "$w/tmp"; printf '<html><body><h1>It works!</h1></body></html>' | head -c 44 >"$w/html/index.html"
 sed -e 's/18081/28181/; s/18082/28182/' "$shared/nginx-backends.conf" >"$w/nginx.conf"

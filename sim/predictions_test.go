@@ -25,8 +25,8 @@ func mustLookup(t *testing.T, name string) Scenario {
 	return sc
 }
 
-// TestModelPredictions pins the figures SCENARIOS.md says the model gives. Virtual time is
-// exact, so makespans are compared to the nanosecond.
+// TestModelPredictions pins the figures ../shared/SCENARIOS.md says the model gives. Virtual
+// time is exact, so makespans are compared to the nanosecond.
 func TestModelPredictions(t *testing.T) {
 	tests := []struct {
 		scenario, algorithm string

@@ -8,7 +8,8 @@ import (
 	"time"
 )
 
-// The catalogue: one Go value per lab scenario of SCENARIOS.md that the model can express.
+// The catalogue: one Go value per lab scenario of ../shared/SCENARIOS.md that the model can
+// express.
 // Keep-alive does not exist in the model, so the heterogeneous scenario has one variant.
 
 func heterogeneous() Scenario {

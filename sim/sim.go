@@ -263,8 +263,8 @@ func (e *engine) run(algorithm string) (Result, error) {
 // issueWanted lets the client send the requests that responses have made room for. It runs
 // once every event of the current instant has been handled, never inside one: the client reacts
 // an infinitesimal moment after a response, so it sees every slot and worker freed at that
-// instant (which is what reproduces SCENARIOS.md's model figures), the backlog is served before
-// new requests, and a chain of failures cannot recurse.
+// instant (which is what reproduces ../shared/SCENARIOS.md's model figures), the backlog is
+// served before new requests, and a chain of failures cannot recurse.
 func (e *engine) issueWanted() {
 	for e.err == nil && e.wantIssue > 0 && e.issued < e.sc.Requests {
 		e.wantIssue--

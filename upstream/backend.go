@@ -77,6 +77,11 @@ type Backend struct {
 	inflight atomic.Int64
 	requests atomic.Uint64
 	failures atomic.Uint64
+	// streak counts the failures since the last success, response by response, and peak the
+	// longest streak since outlier detection last took it, so that a streak reached between
+	// two of its samples is not lost to the success that ended it.
+	streak   atomic.Uint64
+	peak     atomic.Uint64
 	statuses [6]atomic.Uint64 // by status class; 0 = no response
 	latency  balance.PeakEWMA
 
@@ -110,6 +115,21 @@ func (b *Backend) Requests() uint64 { return b.requests.Load() }
 
 // Failures is the number of requests released as failed.
 func (b *Backend) Failures() uint64 { return b.failures.Load() }
+
+// FailureStreak is the number of requests released as failed since the last success.
+func (b *Backend) FailureStreak() uint64 { return b.streak.Load() }
+
+// TakeFailureStreakPeak returns the longest failure streak reached since the previous call
+// (or since ResetFailureStreak) and starts the next period; outlier detection calls it once
+// per sample. A streak still running is counted again by its next failure.
+func (b *Backend) TakeFailureStreakPeak() uint64 { return b.peak.Swap(0) }
+
+// ResetFailureStreak forgets the current streak, as an ejection does: a backend back from one
+// starts counting afresh.
+func (b *Backend) ResetFailureStreak() {
+	b.streak.Store(0)
+	b.peak.Store(0)
+}
 
 // CountStatus counts one response by its status class (1xx…5xx); anything else, including
 // 0 for "no response", counts in class 0.
@@ -255,9 +275,15 @@ func (b *Backend) observe(now time.Time, latency time.Duration, failed bool) {
 	at := now.Sub(origin)
 	if failed {
 		b.failures.Add(1)
+		n := b.streak.Add(1)
+		for p := b.peak.Load(); n > p && !b.peak.CompareAndSwap(p, n); p = b.peak.Load() {
+		}
 		if cur := time.Duration(b.latency.Value(at) * float64(time.Second)); latency < cur {
 			latency = cur
 		}
 	}
 	b.latency.Observe(latency, at)
+	if !failed && b.streak.Load() != 0 { // a load first: no shared write per success
+		b.streak.Store(0)
+	}
 }

@@ -27,7 +27,8 @@
 //
 // A Backend keeps its identity (ID: name, else address) and with it its counters, its Transport
 // and its runtime state (weight override, disabled, draining, health, ejection) across a reload:
-// NewPool with the previous pool reuses the Backend objects whose ID and address persist.
+// NewPool with the previous pool reuses the Backend objects whose ID and address persist, and
+// a new pool with the previous one's name keeps its backlog counters (QueueStats).
 // Runtime additions and removals are not carried over; the configuration decides membership.
 // A pool that is built but never installed must be Closed, which hands reused backends back.
 //

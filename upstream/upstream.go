@@ -68,7 +68,10 @@ type Pool struct {
 	qmu          sync.Mutex
 	qhead, qtail *waiter
 	qn           int
-	stats        queueCounters
+	// stats is shared with the pool of the same name this one replaced, so that a reload
+	// carries the backlog counters over as it carries the backends' (and the old pool's
+	// last waiters still count in them).
+	stats *queueCounters
 }
 
 // restore remembers a reused backend's previous configuration so that closing a pool that was
@@ -80,7 +83,8 @@ type restore struct {
 }
 
 // NewPool builds a pool from its configuration. Backends of prev (may be nil) whose ID appears
-// again are reused with their counters and Transport, so a reload keeps them.
+// again are reused with their counters and Transport, so a reload keeps them; when prev has
+// the same name, its backlog counters (QueueStats) carry on in the new pool too.
 //
 // Runtime state of a reused backend (weight override, disabled, draining, health, ejection,
 // slow start) survives the reload; a backend with the same ID but a new address is a new
@@ -112,6 +116,10 @@ func newPool(cfg config.Pool, prev *Pool, now func() time.Time) (*Pool, error) {
 		now:             now,
 		newTimer:        realTimer,
 		prev:            prev,
+		stats:           new(queueCounters),
+	}
+	if prev != nil && prev.Name == cfg.Name {
+		p.stats = prev.stats
 	}
 	old := map[string]*Backend{}
 	if prev != nil {

@@ -41,7 +41,7 @@ func serveBackend(args []string, stdout, stderr io.Writer, stop <-chan struct{},
 	fs.StringVar(&c.Dist, "dist", "fixed", "service time `distribution`: fixed, exp or lognormal")
 	fs.Float64Var(&c.Sigma, "sigma", 1, "lognormal shape (the mean stays --service)")
 	fs.IntVar(&c.Body, "body", backend.DefaultBody, "response body size in `bytes`")
-	fs.Float64Var(&c.ErrorRate, "error-rate", 0, "`fraction` of requests answered 500")
+	fs.Float64Var(&c.ErrorRate, "error-rate", 0, "`fraction` of requests answered 500; which ones is fixed by --seed and the request's number")
 	fs.Float64Var(&c.ResetRate, "reset-rate", 0, "`fraction` of requests answered by resetting the connection")
 	fs.Uint64Var(&c.Seed, "seed", 1, "random `seed` for distributions, errors and resets")
 	fs.BoolVar(&c.Spin, "spin", false, "spin through the last millisecond of service for sub-millisecond latency fidelity (costs CPU)")

@@ -482,3 +482,37 @@ func BenchmarkHandler(b *testing.B) {
 		in.handle(&ctx)
 	}
 }
+
+// TestErrorPatternIsFixed: with ErrorRate, request n of a backend fails exactly when
+// Fails(seed, rate, n) says so, and two backends with the same seed fail the same requests.
+func TestErrorPatternIsFixed(t *testing.T) {
+	const n = 60
+	for _, rate := range []float64{0.5, 0.9} {
+		var runs [2][]bool
+		for r := range runs {
+			s := start(t, Config{ErrorRate: rate, Seed: 3})
+			for i := range n {
+				resp, _ := get(t, "http://"+s.Addr()+"/")
+				runs[r] = append(runs[r], resp.StatusCode == 500)
+				if want := Fails(3, rate, uint64(i)); runs[r][i] != want {
+					t.Fatalf("rate %v, request %d: 500 = %v, Fails says %v", rate, i, runs[r][i], want)
+				}
+			}
+		}
+		if fmt.Sprint(runs[0]) != fmt.Sprint(runs[1]) {
+			t.Errorf("rate %v: two runs differ", rate)
+		}
+	}
+	// The hash keeps the rate over a long sequence, and 0 and 1 are exact.
+	for _, rate := range []float64{0, 0.1, 0.5, 0.9, 1} {
+		fails := 0
+		for i := range uint64(100000) {
+			if Fails(7, rate, i) {
+				fails++
+			}
+		}
+		if got := float64(fails) / 100000; math.Abs(got-rate) > 0.01 || (rate == 0 || rate == 1) && got != rate {
+			t.Errorf("rate %v: %v of 100000 requests fail", rate, got)
+		}
+	}
+}

@@ -34,7 +34,8 @@ type Config struct {
 	Sigma float64
 	// Body is the response body size in bytes; 0 means DefaultBody, negative means empty.
 	Body int
-	// ErrorRate is the fraction of requests answered 500 after their service.
+	// ErrorRate is the fraction of requests answered 500 after their service; which ones is
+	// fixed by Seed and the request's number (see Fails).
 	ErrorRate float64
 	// ResetRate is the fraction of requests answered by resetting the connection at once.
 	ResetRate float64

@@ -16,8 +16,9 @@
 //
 // Every response carries the backend's name in X-Ballast-Backend and X-Backend-Name and a body
 // of Config.Body bytes. With Config.ErrorRate a fraction of requests is answered with 500 after
-// service; with Config.ResetRate a fraction is answered by closing the connection (RST) without
-// a response. Connections are kept alive.
+// service: request n (in arrival order) fails when Fails(Seed, ErrorRate, n), a hash rather
+// than a draw, so the failing requests are known in advance. With Config.ResetRate a fraction
+// is answered by closing the connection (RST) without a response. Connections are kept alive.
 //
 // ListenPorts serves a range of ports from one process, one backend per port named NAME-PORT,
 // for the many-backends scenario.

@@ -71,6 +71,7 @@ type instance struct {
 	vfree  []int64       // per worker slot: when it becomes free, in virtual ns since base
 	timers []*time.Timer // per worker slot, reused so that waiting allocates nothing
 	base   time.Time
+	served atomic.Uint64 // requests received, numbering them for Fails
 	rngMu  sync.Mutex
 	smp    *sampler
 
@@ -292,6 +293,20 @@ func (in *instance) roll(p float64) bool {
 	return x < p
 }
 
+// Fails reports whether request number n (from 0, in arrival order) of a backend with this
+// seed is answered 500 at ErrorRate rate. It is a fixed hash of seed and n, not a draw, so a
+// test knows which requests fail, and where the failure runs are, before it sends them.
+func Fails(seed uint64, rate float64, n uint64) bool {
+	if rate <= 0 {
+		return false
+	}
+	z := seed*0x9e3779b97f4a7c15 + n + 1 // splitmix64 over (seed, n)
+	z = (z ^ z>>30) * 0xbf58476d1ce4e5b9
+	z = (z ^ z>>27) * 0x94d049bb133111eb
+	z ^= z >> 31
+	return float64(z>>11)/(1<<53) < rate
+}
+
 func resetConn(c net.Conn) {
 	if tc, ok := c.(*net.TCPConn); ok {
 		_ = tc.SetLinger(0) // close with RST, as a crashed backend would
@@ -304,6 +319,7 @@ func (in *instance) handle(ctx *fasthttp.RequestCtx) {
 	arrival := in.now()
 	st := &in.s.st
 	st.requests.Add(1)
+	index := in.served.Add(1) - 1
 	if in.roll(in.cfg.ResetRate) {
 		st.resets.Add(1)
 		resetConn(ctx.Conn())
@@ -339,7 +355,7 @@ func (in *instance) handle(ctx *fasthttp.RequestCtx) {
 	h.SetContentTypeBytes(textPlain)
 	h.SetCanonical(keyBackend, in.name)
 	h.SetCanonical(keyName, in.name)
-	if in.roll(in.cfg.ErrorRate) {
+	if Fails(in.cfg.Seed, in.cfg.ErrorRate, index) {
 		st.errors.Add(1)
 		ctx.SetStatusCode(fasthttp.StatusInternalServerError)
 	}
