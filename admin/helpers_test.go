@@ -135,12 +135,11 @@ func startStack(t *testing.T, token string, pcs ...config.Pool) *stack {
 	}
 	done := make(chan error, 1)
 	go func() { done <- px.Serve(ln) }()
-	pl := New(slog.New(slog.DiscardHandler))
+	pl := newTestPlane(t)
 	if err := pl.Install(cfg, pools); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		pl.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		_ = px.Shutdown(ctx)
@@ -205,4 +204,11 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	t.Fatalf("timed out waiting for %s", what)
+}
+
+// newTestPlane is a Plane with its health monitor, closed when the test ends.
+func newTestPlane(t testing.TB) *Plane {
+	pl := New(slog.New(slog.DiscardHandler))
+	t.Cleanup(pl.Close)
+	return pl
 }

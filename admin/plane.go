@@ -90,6 +90,9 @@ var (
 // On the first call with admin.address set it binds the admin listener; later calls cannot move
 // it (a warning says so).
 func (p *Plane) Install(cfg *config.Config, pools map[string]*upstream.Pool) error {
+	if err := p.Check(cfg); err != nil {
+		return err
+	}
 	st := &state{cfg: cfg, pools: pools, conf: map[string]config.Pool{}}
 	for _, pc := range cfg.Pools {
 		st.order = append(st.order, pc.Name)
@@ -117,9 +120,6 @@ func (p *Plane) Install(cfg *config.Config, pools map[string]*upstream.Pool) err
 	if a.Address == "" {
 		return nil
 	}
-	if a.Token == "" && !loopbackOnly(a.Address) {
-		return fmt.Errorf("admin listener %s is reachable from other hosts: set admin.token", a.Address)
-	}
 	ln, err := net.Listen("tcp", a.Address)
 	if err != nil {
 		return fmt.Errorf("admin listener: %w", err)
@@ -134,6 +134,27 @@ func (p *Plane) Install(cfg *config.Config, pools map[string]*upstream.Pool) err
 		}
 	}(p.srv, p.served)
 	p.log.Info("admin listening", "address", "http://"+ln.Addr().String())
+	return nil
+}
+
+// Check reports whether cfg may be installed. The rule is the configuration's (config.
+// LoopbackOnly): an admin listener that other hosts can reach needs a token. After start the
+// bound socket decides, not the file: a reload cannot move the listener, so a file that moves
+// admin.address to loopback and drops the token would otherwise leave the old socket open on
+// every interface without one.
+func (p *Plane) Check(cfg *config.Config) error {
+	a := cfg.Admin
+	if a.Token != "" {
+		return nil
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	switch {
+	case p.ln != nil && !config.LoopbackOnly(p.ln.Addr().String()):
+		return fmt.Errorf("admin listener %s is reachable from other hosts and a reload cannot move it: keep admin.token (or restart to listen on loopback)", p.ln.Addr())
+	case p.ln == nil && a.Address != "" && !config.LoopbackOnly(a.Address):
+		return fmt.Errorf("admin listener %s is reachable from other hosts: set admin.token", a.Address)
+	}
 	return nil
 }
 
@@ -168,17 +189,4 @@ func (p *Plane) Close() {
 		<-done
 	}
 	activePlane.CompareAndSwap(p, nil)
-}
-
-// loopbackOnly reports whether a listen address accepts only local connections.
-func loopbackOnly(addr string) bool {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return false
-	}
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }

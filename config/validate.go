@@ -122,7 +122,7 @@ func (d *decoder) validate(c *Config) {
 	if a.Address != "" {
 		if err := checkHostPort(a.Address, true); err != nil {
 			fail("admin.address", "%v", err)
-		} else if a.Token == "" && !loopback(a.Address) {
+		} else if a.Token == "" && !LoopbackOnly(a.Address) {
 			fail("admin.token", "admin.address %s is reachable from other hosts: set a token (or listen on 127.0.0.1)", a.Address)
 		}
 	} else if a.Token != "" {
@@ -195,7 +195,7 @@ func (d *decoder) validatePool(pl *Pool, p string, fail func(path, format string
 	limited := pl.MaxConns > 0
 	for j, b := range pl.Backends {
 		bp := fmt.Sprintf("%s.backends[%d]", p, j)
-		if err := checkHostPort(b.Address, false); err != nil {
+		if err := CheckBackendAddress(b.Address); err != nil {
 			fail(bp+".address", "%v", err)
 		}
 		if prev, dup := ids[b.Name]; dup {
@@ -203,11 +203,11 @@ func (d *decoder) validatePool(pl *Pool, p string, fail func(path, format string
 		} else {
 			ids[b.Name] = j
 		}
-		if b.Weight < 0 || b.Weight > maxWeight {
-			fail(bp+".weight", "must be between 0 (no new traffic) and %d, got %d", maxWeight, b.Weight)
+		if err := CheckWeight(b.Weight); err != nil {
+			fail(bp+".weight", "%v", err)
 		}
-		if b.MaxConns < 0 {
-			fail(bp+".max_conns", "must be 0 (the pool's max_conns) or more, got %d", b.MaxConns)
+		if err := checkBackendMaxConns(b.MaxConns); err != nil {
+			fail(bp+".max_conns", "%v", err)
 		}
 		limited = limited || b.MaxConns > 0
 	}
@@ -356,8 +356,44 @@ func checkHostPort(addr string, listen bool) error {
 	return nil
 }
 
-// loopback reports whether a host:port only accepts connections from this machine.
-func loopback(addr string) bool {
+// CheckBackend applies the file's rules for one backend (address, weight, max_conns) to a
+// backend that arrives another way, such as the admin API's add.
+func CheckBackend(b Backend) error {
+	if err := CheckBackendAddress(b.Address); err != nil {
+		return err
+	}
+	if err := CheckWeight(b.Weight); err != nil {
+		return fmt.Errorf("weight %v", err)
+	}
+	if err := checkBackendMaxConns(b.MaxConns); err != nil {
+		return fmt.Errorf("max_conns %v", err)
+	}
+	return nil
+}
+
+// CheckBackendAddress accepts a backend's host:port: a host name or IP address and a port
+// from 1 to 65535.
+func CheckBackendAddress(addr string) error { return checkHostPort(addr, false) }
+
+// CheckWeight bounds a weight: weights feed schedules sized by their sum, so no way in (file or
+// API) may accept more than maxWeight.
+func CheckWeight(w int) error {
+	if w < 0 || w > maxWeight {
+		return fmt.Errorf("must be between 0 (no new traffic) and %d, got %d", maxWeight, w)
+	}
+	return nil
+}
+
+func checkBackendMaxConns(n int) error {
+	if n < 0 {
+		return fmt.Errorf("must be 0 (the pool's max_conns) or more, got %d", n)
+	}
+	return nil
+}
+
+// LoopbackOnly reports whether a host:port only accepts connections from this machine. An
+// admin listener that is not loopback-only needs a token.
+func LoopbackOnly(addr string) bool {
 	host, _, _ := net.SplitHostPort(addr)
 	if host == "localhost" {
 		return true
