@@ -95,11 +95,7 @@ func (p *Plane) poolView(name string, pl *upstream.Pool, pc config.Pool) PoolVie
 	}}
 	inConf := map[string]bool{}
 	for _, bc := range pc.Backends {
-		id := bc.Name
-		if id == "" {
-			id = bc.Address
-		}
-		inConf[id] = true
+		inConf[bc.ID()] = true
 	}
 	present := map[string]bool{}
 	for _, b := range pl.Backends() {
@@ -110,11 +106,7 @@ func (p *Plane) poolView(name string, pl *upstream.Pool, pc config.Pool) PoolVie
 		v.Backends = append(v.Backends, p.backendView(name, pl, b))
 	}
 	for _, bc := range pc.Backends {
-		id := bc.Name
-		if id == "" {
-			id = bc.Address
-		}
-		if !present[id] {
+		if id := bc.ID(); !present[id] {
 			v.Overrides.Removed = append(v.Overrides.Removed, id)
 		}
 	}
@@ -132,7 +124,7 @@ func (p *Plane) backendView(pool string, pl *upstream.Pool, b *upstream.Backend)
 		LatencyEWMAMs: ms(b.LatencyEWMA()),
 		Ejections:     p.Health.Ejections(pool, b.ID),
 	}
-	for i, n := range b.Responses() {
+	for i, n := range p.responses(b) {
 		if n > 0 {
 			v.Responses[classNames[i]] = n
 		}
@@ -242,7 +234,9 @@ func (p *Plane) change(f func(w http.ResponseWriter, r *http.Request, pl *upstre
 			return
 		}
 		p.log.Info("runtime change", "pool", name, "change", what, "remote", r.RemoteAddr)
-		p.Health.Kick()
+		if p.Health != nil {
+			p.Health.Kick()
+		}
 		writeJSON(w, http.StatusOK, map[string]any{"ok": true, "change": what, "pool": p.poolView(name, pl, p.cur.Load().conf[name])})
 	}
 }
@@ -278,7 +272,7 @@ func (p *Plane) add(_ http.ResponseWriter, r *http.Request, pl *upstream.Pool) (
 	if err := config.CheckBackend(bc); err != nil { // the file's rules, so the API admits nothing a file could not
 		return "", err
 	}
-	b, err := pl.Add(bc)
+	b, err := pl.Add(bc.Spec())
 	if err != nil {
 		return "", err
 	}

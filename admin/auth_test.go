@@ -22,12 +22,12 @@ func handlerPlane(t testing.TB, token string) (*Plane, *upstream.Pool) {
 	t.Helper()
 	pc := config.Pool{Name: "web", Balancer: "swrr", Backends: []config.Backend{
 		{Name: "a", Address: "127.0.0.1:1", Weight: 2}, {Name: "b", Address: "127.0.0.1:2", Weight: 1}}}
-	p, err := upstream.NewPool(pc, nil)
+	pl := newTestPlane(t)
+	p, err := upstream.NewPool(pc.Spec(pl.ObserveRelease), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(p.Close)
-	pl := newTestPlane(t)
 	cfg := &config.Config{Pools: []config.Pool{pc}}
 	if err := pl.Install(cfg, map[string]*upstream.Pool{"web": p}); err != nil {
 		t.Fatal(err)
@@ -136,9 +136,8 @@ func TestMetricsExposition(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b.CountStatus(503)
+	pl.Count(fakeCounters{"a": {5: 1}}, fakeCounters{"web": {0: 1}})
 	p.Release(b, 3_000_000, true) // 3 ms, failed
-	p.CountRetry()
 	if err := p.Drain("b"); err != nil {
 		t.Fatal(err)
 	}
@@ -235,6 +234,7 @@ func FuzzChangeBodies(f *testing.F) {
 		}
 		n := len(p.Backends())
 		r := httptest.NewRequest("POST", "http://127.0.0.1"+path, strings.NewReader(body))
+		r.RemoteAddr = "127.0.0.1:40000"
 		r.Header.Set("Content-Type", "application/json")
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, r)
@@ -260,6 +260,7 @@ func TestInstallFollowsReloads(t *testing.T) {
 	h := pl.Handler()
 	post := func(path, body string) int {
 		r := httptest.NewRequest("POST", "http://127.0.0.1"+path, strings.NewReader(body))
+		r.RemoteAddr = "127.0.0.1:40000"
 		r.Header.Set("Content-Type", "application/json")
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, r)
@@ -270,7 +271,7 @@ func TestInstallFollowsReloads(t *testing.T) {
 	}
 	pc := config.Pool{Name: "web", Balancer: "swrr", Backends: []config.Backend{
 		{Name: "a", Address: "127.0.0.1:1", Weight: 2}, {Name: "c", Address: "127.0.0.1:3", Weight: 1}}}
-	p2, err := upstream.NewPool(pc, p1)
+	p2, err := upstream.NewPool(pc.Spec(nil), p1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -293,3 +294,11 @@ func TestInstallFollowsReloads(t *testing.T) {
 		t.Fatalf("overrides after reload: %s", rec.Body.String())
 	}
 }
+
+// fakeCounters stands for a data plane's own counters: by backend ID the status classes,
+// by pool name index 0 the retries.
+type fakeCounters map[string][6]uint64
+
+func (f fakeCounters) Responses(b *upstream.Backend) [6]uint64 { return f[b.ID] }
+
+func (f fakeCounters) PoolCounters(pool string) (retries, hedges uint64) { return f[pool][0], 0 }

@@ -316,7 +316,7 @@ func TestReloadCannotDropTheTokenOfAnOpenListener(t *testing.T) {
 	if err := config.Check("start", cfg); err != nil {
 		t.Fatal(err)
 	}
-	p, err := upstream.NewPool(cfg.Pools[0], nil)
+	p, err := upstream.NewPool(cfg.Pools[0].Spec(nil), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -28,7 +28,7 @@ const (
 	DefaultExpectStatus      = "200-399"
 	DefaultBaseEjection      = 30 * time.Second
 	DefaultMaxEjectionPct    = 50
-	DefaultTableSize         = 65537 // maglev's, a prime
+	DefaultTableSize         = balance.MaglevDefaultSize
 )
 
 // defaults fills every field the file left out. A field written with a zero value keeps it

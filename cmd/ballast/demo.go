@@ -10,6 +10,7 @@ import (
 
 	"ballast/config"
 	"ballast/lab/backend"
+	"ballast/server"
 )
 
 func init() {
@@ -48,7 +49,7 @@ func runDemo(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 
-	sigs := notifySignals()
+	sigs := server.NotifySignals()
 	defer signal.Stop(sigs)
 	var servers []*backend.Server
 	defer func() {
@@ -75,13 +76,13 @@ func runDemo(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, err)
 		return 2
 	}
-	logger, level := newLogger(stderr, cfg.Logging)
-	inst, err := startInstance(cfg, "", logger, level)
+	logger, level := server.NewLogger(stderr, cfg.Logging)
+	srv, err := server.Start(cfg, server.Options{Logger: logger, Level: level})
 	if err != nil {
 		fmt.Fprintf(stderr, "ballast demo: %v\n", err)
 		return 1
 	}
-	url := "http://" + inst.listeners[listenerKey(cfg.Listeners[0])].ln.Addr().String() + "/"
+	url := "http://" + srv.Addr(cfg.Listeners[0].Name).String() + "/"
 
 	fmt.Fprintf(stdout, "Ballast demo: three emulated backends, one load balancer (%s).\n\n", *balancer)
 	for i, d := range demoBackends {
@@ -89,7 +90,7 @@ func runDemo(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "  %-7s %-22s %d worker(s) x %-5v = %4.0f req/s\n", d.name, servers[i].Addr(), d.workers, d.service, capacity)
 	}
 	fmt.Fprintf(stdout, "  ballast %-22s %s; X-Ballast-Backend names the backend that answered\n", url, *balancer)
-	if a := inst.ops.Addr(); a != "" {
+	if a := srv.AdminAddr(); a != "" {
 		fmt.Fprintf(stdout, "  status  http://%-15s live per-backend load, weights, drain (and /metrics)\n", a+"/")
 	}
 	fmt.Fprintln(stdout)
@@ -98,5 +99,5 @@ func runDemo(args []string, stdout, stderr io.Writer) int {
 	fmt.Fprintf(stdout, "or with curl 7.84+ (2000 requests, 16 at a time):\n")
 	fmt.Fprintf(stdout, "  curl -s -Z --parallel-max 16 -o /dev/null -w '%%header{x-ballast-backend}\\n' '%s?[1-2000]' 2>/dev/null | sort | uniq -c\n", url)
 	fmt.Fprintf(stdout, "Ctrl-C stops everything.\n")
-	return inst.run(*grace, sigs)
+	return srv.Run(sigs, *grace)
 }

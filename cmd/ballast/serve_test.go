@@ -19,7 +19,6 @@ import (
 	"testing"
 	"time"
 
-	"ballast/config"
 )
 
 // e2eBin is the ballast binary TestMain builds once; end-to-end tests run it as a real
@@ -516,35 +515,6 @@ func TestQuickFormConfig(t *testing.T) {
 	q.maxConns = 0
 	if _, err := q.config(); err == nil || !strings.Contains(err.Error(), "flags: pools[0].max_queue: a backlog queue needs a connection limit") {
 		t.Errorf("max-queue without max-conns: got %v", err)
-	}
-}
-
-// TestFixedOptionsChanged: only options a served listener cannot take on count as changes.
-func TestFixedOptionsChanged(t *testing.T) {
-	base := config.Listener{Name: "a", Address: ":80", MaxHeaderBytes: 8192}
-	tests := []struct {
-		name   string
-		change func(l *config.Listener)
-		want   bool
-	}{
-		{"nothing", func(*config.Listener) {}, false},
-		{"expose_backend applies live", func(l *config.Listener) { l.ExposeBackend = true }, false},
-		{"header limit", func(l *config.Listener) { l.MaxHeaderBytes = 4096 }, true},
-		{"tls added", func(l *config.Listener) { l.TLS = &config.TLS{Cert: "c", Key: "k"} }, true},
-	}
-	for _, tt := range tests {
-		b := base
-		tt.change(&b)
-		if got := fixedOptionsChanged(base, b); got != tt.want {
-			t.Errorf("%s: got %v, want %v", tt.name, got, tt.want)
-		}
-	}
-	withTLS := base
-	withTLS.TLS = &config.TLS{Cert: "c", Key: "k"}
-	same := base
-	same.TLS = &config.TLS{Cert: "c", Key: "k"}
-	if fixedOptionsChanged(withTLS, same) {
-		t.Error("equal TLS settings in different pointers count as a change")
 	}
 }
 
