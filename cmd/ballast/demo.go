@@ -1,8 +1,6 @@
 package main
 
 import (
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os/signal"
@@ -32,8 +30,7 @@ var demoBackends = []demoBackend{
 }
 
 func runDemo(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("demo", stderr)
 	listen := fs.String("listen", "127.0.0.1:8080", "`address` Ballast listens on")
 	balancer := fs.String("balancer", "sqf", "balancing `algorithm`; try roundrobin to see the slow backend hold everyone up")
 	adminAddr := fs.String("admin", "127.0.0.1:9090", "`address` of the status page, runtime API and /metrics (empty: none)")
@@ -42,11 +39,8 @@ func runDemo(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "usage: ballast demo [--listen ADDR] [--balancer NAME] [--admin ADDR]\n\nStarts three emulated backends (fast, medium, slow) in this process and Ballast in front of them.")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
+	if code, ok := parseFlags(fs, args); !ok {
+		return code
 	}
 
 	sigs := server.NotifySignals()

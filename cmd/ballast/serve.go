@@ -1,13 +1,11 @@
 package main
 
 import (
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
-	"strings"
 	"time"
 
 	"ballast/config"
@@ -17,12 +15,6 @@ import (
 func init() {
 	register(command{name: "serve", summary: "run the load balancer (-c FILE, or --listen/--backend without a file)", run: runServe})
 }
-
-// listFlag collects a repeated flag such as --backend.
-type listFlag []string
-
-func (l *listFlag) String() string     { return strings.Join(*l, ",") }
-func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }
 
 // durationFlag is a flag.Value over config.Duration, so the quick form reads durations exactly
 // like a file does.
@@ -48,7 +40,7 @@ func (f durationFlag) Set(v string) error {
 type quickForm struct {
 	listen        string
 	balancer      string
-	backends      listFlag
+	backends      stringList
 	maxConns      int
 	maxQueue      int
 	queueTimeout  time.Duration
@@ -86,8 +78,7 @@ func (q *quickForm) config() (*config.Config, error) {
 }
 
 func runServe(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("serve", stderr)
 	file := fs.String("c", "", "configuration `file` (re-read on SIGHUP)")
 	grace := fs.Duration("grace", 30*time.Second, "on SIGTERM/SIGINT, how long in-flight requests may take to finish")
 	var q quickForm
@@ -111,11 +102,8 @@ configuration kept); SIGTERM or SIGINT stops accepting and lets in-flight reques
 `)
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
+	if code, ok := parseFlags(fs, args); !ok {
+		return code
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "ballast serve: unexpected argument %q\n", fs.Arg(0))
