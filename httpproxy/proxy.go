@@ -142,6 +142,7 @@ func New(cfg *config.Config, pools map[string]*upstream.Pool, logger *slog.Logge
 		return nil, err
 	}
 	p.table.Store(t)
+	startCoarseClock()
 	return p, nil
 }
 
@@ -393,9 +394,13 @@ func (p *Proxy) Serve(listener string, ln net.Listener) error {
 // and upgraded tunnels finish or ctx ends. Serve calls return nil.
 func (p *Proxy) Shutdown(ctx context.Context) error {
 	p.mu.Lock()
+	first := !p.closed
 	p.closed = true
 	servers := p.servers
 	p.mu.Unlock()
+	if first {
+		defer stopCoarseClock()
+	}
 	var errs []error
 	for _, s := range servers {
 		if err := s.ShutdownWithContext(ctx); err != nil {

@@ -501,25 +501,6 @@ func (dc *deadlineConn) SetDeadline(t time.Time) error {
 	return dc.Conn.SetDeadline(t)
 }
 
-// coarseClock holds the current Unix second for the retry budget, which needs no more
-// precision; one goroutine advances it so requests do not read the clock for it.
-var (
-	coarseClock     atomic.Int64
-	coarseClockOnce sync.Once
-)
-
-func coarseUnix() int64 {
-	coarseClockOnce.Do(func() {
-		coarseClock.Store(time.Now().Unix())
-		go func() {
-			for now := range time.Tick(250 * time.Millisecond) {
-				coarseClock.Store(now.Unix())
-			}
-		}()
-	})
-	return coarseClock.Load()
-}
-
 // upload relays a streamed request body from the client to the backend. It keeps both sides'
 // deadlines moving while data flows, so the timeouts bound inactivity, not the transfer.
 type upload struct {
