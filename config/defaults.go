@@ -31,6 +31,12 @@ const (
 	DefaultTableSize         = balance.MaglevDefaultSize
 )
 
+// Limits a proxy also clamps to, so that a Config built in code (not loaded) stays in bounds.
+const (
+	MaxAttempts = 7 // balance.Tried holds 7 backends
+	MaxHedges   = 6
+)
+
 // defaults fills every field the file left out. A field written with a zero value keeps it
 // (weight: 0 stays 0, interval: 0s turns health checks off); validation then judges it.
 func (d *decoder) defaults(c *Config) {

@@ -15,8 +15,6 @@ import (
 const (
 	maxWeight    = 10000
 	maxTableSize = 1<<24 + 1
-	maxAttempts  = 7 // balance.Tried holds 7 backends
-	maxHedges    = 6
 )
 
 var (
@@ -227,8 +225,8 @@ func (d *decoder) validatePool(pl *Pool, p string, fail func(path, format string
 	}
 
 	r := pl.Retries
-	if r.Attempts < 1 || r.Attempts > maxAttempts {
-		fail(p+".retries.attempts", "must be between 1 (no retry) and %d, got %d", maxAttempts, r.Attempts)
+	if r.Attempts < 1 || r.Attempts > MaxAttempts {
+		fail(p+".retries.attempts", "must be between 1 (no retry) and %d, got %d", MaxAttempts, r.Attempts)
 	}
 	if r.Budget < 0 || r.Budget > 1 {
 		fail(p+".retries.budget", "must be a fraction between 0 and 1, e.g. 0.2; got %g", r.Budget)
@@ -237,8 +235,8 @@ func (d *decoder) validatePool(pl *Pool, p string, fail func(path, format string
 	switch {
 	case h.Delay.Duration == 0 && h.MaxHedges != 0:
 		fail(p+".hedge.max_hedges", "max_hedges needs hedge.delay (hedging is off without it)")
-	case h.Delay.Duration > 0 && (h.MaxHedges < 1 || h.MaxHedges > maxHedges):
-		fail(p+".hedge.max_hedges", "must be between 1 and %d, got %d", maxHedges, h.MaxHedges)
+	case h.Delay.Duration > 0 && (h.MaxHedges < 1 || h.MaxHedges > MaxHedges):
+		fail(p+".hedge.max_hedges", "must be between 1 and %d, got %d", MaxHedges, h.MaxHedges)
 	}
 	if pl.Timeouts.Connect.Duration == 0 {
 		fail(p+".timeouts.connect", "must be more than 0s")

@@ -214,15 +214,11 @@ func newPoolState(pc *config.Pool, pool *upstream.Pool, prev *table) (*poolState
 	if ps.attempts <= 0 {
 		ps.attempts = 1
 	}
-	if ps.attempts > 7 { // balance.Tried holds 7 backends
-		ps.attempts = 7
-	}
+	ps.attempts = min(ps.attempts, config.MaxAttempts)
 	if ps.hedgeDelay > 0 && ps.maxHedges <= 0 {
-		ps.maxHedges = 1
+		ps.maxHedges = config.DefaultMaxHedges
 	}
-	if ps.maxHedges > 6 {
-		ps.maxHedges = 6
-	}
+	ps.maxHedges = min(ps.maxHedges, config.MaxHedges)
 	if a, err := balance.Lookup(pc.Balancer); err == nil {
 		ps.needsKey = a.Caps.NeedsKey
 		ps.carp = a.Name == "carp"
