@@ -144,18 +144,6 @@ func (s *Server) swapPlanes(cfg *config.Config, pools map[string]*upstream.Pool)
 	return nil
 }
 
-// planeFor is the plane that serves the named listener under cfg.
-func (s *Server) planeFor(cfg *config.Config, listener string) Plane {
-	for _, pl := range s.planes {
-		for _, l := range pl.Listeners(cfg) {
-			if l.Name == listener {
-				return pl
-			}
-		}
-	}
-	return nil
-}
-
 // Addr is the bound address of the named listener, or nil.
 func (s *Server) Addr(listener string) net.Addr {
 	s.mu.Lock()
