@@ -75,9 +75,7 @@ func (d *decoder) poolDefaults(pl *Pool, p string) {
 	for j := range pl.Backends {
 		b := &pl.Backends[j]
 		bp := fmt.Sprintf("%s.backends[%d]", p, j)
-		if b.Name == "" {
-			b.Name = b.Address
-		}
+		b.Name = b.ID()
 		setInt(d, bp+".weight", &b.Weight, 1)
 	}
 	if pl.MaxQueue > 0 {

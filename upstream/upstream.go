@@ -375,7 +375,8 @@ func (p *Pool) Attach(s Slot, f func(*Backend) any) {
 // Subscribe calls f after every new snapshot of the pool (a runtime change, a health
 // verdict, an ejection, a slow-start step), so that a data plane that keeps its own copy of the
 // backend set, such as a kernel map, can follow it. f runs under the pool's writer mutex: it
-// must be quick and must not change the pool. The returned function unsubscribes.
+// must be quick and must not change the pool. The returned function unsubscribes. A reload
+// builds new pools: a plane subscribes to them again when it is given them (its Swap).
 func (p *Pool) Subscribe(f func(*Pool)) (cancel func()) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
