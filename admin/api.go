@@ -8,10 +8,8 @@ import (
 	"html/template"
 	"io"
 	"io/fs"
-	"net"
 	"net/http"
 	"slices"
-	"strconv"
 	"time"
 
 	"ballast/config"
@@ -97,11 +95,7 @@ func (p *Plane) poolView(name string, pl *upstream.Pool, pc config.Pool) PoolVie
 	}}
 	inConf := map[string]bool{}
 	for _, bc := range pc.Backends {
-		id := bc.Name
-		if id == "" {
-			id = bc.Address
-		}
-		inConf[id] = true
+		inConf[bc.ID()] = true
 	}
 	present := map[string]bool{}
 	for _, b := range pl.Backends() {
@@ -112,11 +106,7 @@ func (p *Plane) poolView(name string, pl *upstream.Pool, pc config.Pool) PoolVie
 		v.Backends = append(v.Backends, p.backendView(name, pl, b))
 	}
 	for _, bc := range pc.Backends {
-		id := bc.Name
-		if id == "" {
-			id = bc.Address
-		}
-		if !present[id] {
+		if id := bc.ID(); !present[id] {
 			v.Overrides.Removed = append(v.Overrides.Removed, id)
 		}
 	}
@@ -134,7 +124,7 @@ func (p *Plane) backendView(pool string, pl *upstream.Pool, b *upstream.Backend)
 		LatencyEWMAMs: ms(b.LatencyEWMA()),
 		Ejections:     p.Health.Ejections(pool, b.ID),
 	}
-	for i, n := range b.Responses() {
+	for i, n := range p.responses(b) {
 		if n > 0 {
 			v.Responses[classNames[i]] = n
 		}
@@ -244,7 +234,9 @@ func (p *Plane) change(f func(w http.ResponseWriter, r *http.Request, pl *upstre
 			return
 		}
 		p.log.Info("runtime change", "pool", name, "change", what, "remote", r.RemoteAddr)
-		p.Health.Kick()
+		if p.Health != nil {
+			p.Health.Kick()
+		}
 		writeJSON(w, http.StatusOK, map[string]any{"ok": true, "change": what, "pool": p.poolView(name, pl, p.cur.Load().conf[name])})
 	}
 }
@@ -273,20 +265,14 @@ func (p *Plane) add(_ http.ResponseWriter, r *http.Request, pl *upstream.Pool) (
 	if err := readJSON(r, &req); err != nil {
 		return "", err
 	}
-	if err := checkAddress(req.Address); err != nil {
-		return "", err
-	}
 	bc := config.Backend{Address: req.Address, Name: req.Name, Weight: 1, MaxConns: req.MaxConns, Backup: req.Backup}
 	if req.Weight != nil {
 		bc.Weight = *req.Weight
 	}
-	if err := checkWeight(bc.Weight); err != nil {
+	if err := config.CheckBackend(bc); err != nil { // the file's rules, so the API admits nothing a file could not
 		return "", err
 	}
-	if req.MaxConns < 0 {
-		return "", fmt.Errorf("max_conns must be 0 (unlimited) or more, got %d", req.MaxConns)
-	}
-	b, err := pl.Add(bc)
+	b, err := pl.Add(bc.Spec())
 	if err != nil {
 		return "", err
 	}
@@ -322,8 +308,8 @@ func (p *Plane) action(w http.ResponseWriter, r *http.Request, pl *upstream.Pool
 		if req.Weight == nil {
 			return "reset weight of " + id, pl.ResetWeight(id)
 		}
-		if err := checkWeight(*req.Weight); err != nil {
-			return "", err
+		if err := config.CheckWeight(*req.Weight); err != nil {
+			return "", fmt.Errorf("weight %v", err)
 		}
 		return fmt.Sprintf("weight %s %d", id, *req.Weight), pl.SetWeight(id, *req.Weight)
 	default:
@@ -344,27 +330,4 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 
 func writeError(w http.ResponseWriter, status int, msg string) {
 	writeJSON(w, status, map[string]any{"ok": false, "error": msg})
-}
-
-// checkAddress accepts host:port with a port from 1 to 65535, as the configuration does.
-func checkAddress(a string) error {
-	host, port, err := net.SplitHostPort(a)
-	if err != nil || host == "" {
-		return fmt.Errorf("address %q is not host:port", a)
-	}
-	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
-		return fmt.Errorf("address %q: port must be 1-65535", a)
-	}
-	return nil
-}
-
-// maxWeight is the configuration's bound; weights feed schedules sized by their sum, so the
-// API must not accept more than a file may.
-const maxWeight = 10000
-
-func checkWeight(w int) error {
-	if w < 0 || w > maxWeight {
-		return fmt.Errorf("weight must be between 0 (no new traffic) and %d, got %d", maxWeight, w)
-	}
-	return nil
 }

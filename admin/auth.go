@@ -9,6 +9,7 @@ import (
 	"mime"
 	"net"
 	"net/http"
+	"net/netip"
 	"strings"
 )
 
@@ -64,6 +65,8 @@ func (p *Plane) authorize(r *http.Request) *authError {
 		if !ok || subtle.ConstantTimeCompare([]byte(got), []byte(tok)) != 1 {
 			return &authError{http.StatusUnauthorized, "changes need Authorization: Bearer TOKEN (admin.token)"}
 		}
+	} else if !loopbackPeer(r.RemoteAddr) {
+		return &authError{http.StatusForbidden, "without admin.token changes are accepted only from this machine (loopback)"}
 	} else if !loopbackHost(r.Host) {
 		return &authError{http.StatusForbidden, "without admin.token changes are accepted only for a loopback Host"}
 	}
@@ -82,6 +85,14 @@ func (p *Plane) authorize(r *http.Request) *authError {
 		return &authError{http.StatusForbidden, "send Content-Type: application/json (or use the status page)"}
 	}
 	return nil
+}
+
+// loopbackPeer reports whether the connection comes from this machine's loopback interface.
+// Only the peer's address decides where a request comes from: every header is the client's to
+// write. (loopbackHost is checked too, but against DNS rebinding, not as a proof of origin.)
+func loopbackPeer(remoteAddr string) bool {
+	ap, err := netip.ParseAddrPort(remoteAddr)
+	return err == nil && ap.Addr().Unmap().IsLoopback()
 }
 
 // loopbackHost reports whether a Host header names this machine's loopback interface.

@@ -1,10 +1,15 @@
-// Package admin is Ballast's operations plane: the runtime API, the status page, the
-// Prometheus metrics, and the health monitor that feeds them.
+// Package admin is Ballast's operations plane: the runtime API, the status page and the
+// Prometheus metrics.
 //
-// A Plane is created once per process. Install gives it the running configuration and pools
-// (again after every reload; pools are looked up by name on every request, so the API always
-// acts on the pools in force). When admin.address is set, the first Install binds the admin
-// listener (net/http); a reload cannot move it.
+// A Plane is created once per server (package server), which owns the health monitor the
+// plane reads (Watch; HealthOptions feed the metrics), gives it the data planes' own counters
+// (Count) and makes it each pool's release observer (ObserveRelease). Install gives it the
+// running configuration and pools (again after every reload; pools are looked up by name on
+// every request, so the API always acts on the pools in force). When admin.address is set, the
+// first Install binds the admin listener (net/http); a reload cannot move it, and Check (which
+// Install applies, and the server before anything else in a reload) refuses a configuration
+// that would leave a listener other hosts can reach without a token. An added backend passes
+// the configuration file's own rules (config.CheckBackend).
 //
 // API (JSON): GET /api/pools lists every pool and backend with live state; POST
 // /api/pools/{pool}/backends/{id}/{weight|drain|disable|enable|remove}, POST
@@ -14,7 +19,8 @@
 //
 // Changes are authorised as follows. With a token configured, every change needs
 // "Authorization: Bearer TOKEN". Without one (allowed only on a loopback-only listener), a
-// change must name a loopback Host (no DNS rebinding) and either carry the page's per-session
+// change must come from a loopback peer address (decided by the connection, never by a header),
+// name a loopback Host (no DNS rebinding) and either carry the page's per-session
 // nonce (X-Ballast-Nonce, an HMAC of the session cookie) or be a JSON request without a
 // foreign Origin, which a cross-site form cannot forge. Cross-site fetches (Sec-Fetch-Site)
 // are always refused. Reads are open to whoever can reach the listener.
@@ -24,7 +30,8 @@
 //
 // # Concurrency
 //
-// Every method of Plane is safe for concurrent use. The pools are published through an atomic
+// Every method of Plane is safe for concurrent use, except Watch, which comes before Install
+// (the server calls it once, at start). The pools are published through an atomic
 // pointer; the HTTP handlers read live counters without locks. The latency histograms are fed
-// from upstream's release observer on the request path: one map lookup and one atomic add.
+// from each pool's release observer on the request path: one map lookup and one atomic add.
 package admin

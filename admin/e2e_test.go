@@ -3,7 +3,9 @@ package admin
 import (
 	"context"
 	"fmt"
+	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -264,5 +266,93 @@ func TestRestartedBackendRampsUpWithSlowStart(t *testing.T) {
 	}
 	if later <= first {
 		t.Fatalf("b's share did not grow: %d then %d of 60", first, later)
+	}
+}
+
+// Issue 8 item 5: the API adds a backend only if the configuration file would accept its
+// address, weight and max_conns (the same config rule), and a refused add changes nothing.
+func TestAddRefusesWhatTheFileRefuses(t *testing.T) {
+	a := newTestBackend(t, "a")
+	s := startStack(t, "", pool("web", a))
+	for _, body := range []map[string]any{
+		{"address": "a b/c:80"},
+		{"address": "/tmp/x:80"},
+		{"address": "host:0"},
+		{"address": ":80"},
+		{"address": "nohost"},
+		{"address": "127.0.0.1:9", "weight": 10001},
+		{"address": "127.0.0.1:9", "max_conns": -1},
+	} {
+		code, out := s.call(t, "POST", "/api/pools/web/backends", "", body)
+		if code != http.StatusBadRequest {
+			t.Errorf("add %v: %d %v, want 400", body, code, out)
+		}
+		if _, isFile := config.Check("x", &config.Config{Pools: []config.Pool{{Name: "p", Backends: []config.Backend{{Address: fmt.Sprint(body["address"]), Weight: 1}}}}}).(config.Errors); !isFile && body["weight"] == nil && body["max_conns"] == nil {
+			t.Errorf("the file accepts %v, which the API refused", body)
+		}
+	}
+	if n := len(s.pools["web"].Backends()); n != 1 {
+		t.Fatalf("refused adds left %d backends, want 1", n)
+	}
+	if code, out := s.call(t, "POST", "/api/pools/web/backends", "", map[string]any{"address": "backend.internal:8081", "name": "c"}); code != 200 {
+		t.Fatalf("a host name is a valid backend address: %d %v", code, out)
+	}
+}
+
+// Issue 8 item 4: a reload must not drop the token of an admin listener that other hosts can
+// reach. The listener is bound to every interface with a token; a reload that moves the
+// address to loopback (which cannot move the socket) and drops the token is refused, and the
+// token stays in force for a client on 127.0.0.1 that sends Host: 127.0.0.1.
+func TestReloadCannotDropTheTokenOfAnOpenListener(t *testing.T) {
+	ln, err := net.Listen("tcp", "0.0.0.0:0") // skip cleanly where wildcard binds are not allowed
+	if err != nil {
+		t.Skipf("cannot bind 0.0.0.0: %v", err)
+	}
+	ln.Close()
+	a := newTestBackend(t, "a")
+	pc := pool("web", a)
+	lc := []config.Listener{{Address: "127.0.0.1:0"}}
+	cfg := &config.Config{Listeners: lc, Pools: []config.Pool{pc}, Admin: config.Admin{Address: "0.0.0.0:0", Token: "T"}}
+	if err := config.Check("start", cfg); err != nil {
+		t.Fatal(err)
+	}
+	p, err := upstream.NewPool(cfg.Pools[0].Spec(nil), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	pl := newTestPlane(t)
+	pools := map[string]*upstream.Pool{"web": p}
+	if err := pl.Install(cfg, pools); err != nil {
+		t.Fatal(err)
+	}
+	_, port, _ := net.SplitHostPort(pl.Addr())
+	reload := &config.Config{Listeners: lc, Pools: []config.Pool{pc}, Admin: config.Admin{Address: "127.0.0.1:" + port}}
+	if err := config.Check("reload", reload); err != nil {
+		t.Fatalf("the reloaded file is valid on its own: %v", err)
+	}
+	if err := pl.Check(reload); err == nil {
+		t.Fatal("Check accepted dropping the token of a listener on 0.0.0.0")
+	}
+	if err := pl.Install(reload, pools); err == nil {
+		t.Fatal("Install accepted dropping the token of a listener on 0.0.0.0")
+	}
+	req, _ := http.NewRequest("POST", "http://127.0.0.1:"+port+"/api/pools/web/backends/a/disable", strings.NewReader("{}"))
+	req.Host = "127.0.0.1"
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := testHTTP.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("change without the token after the refused reload: %d, want 401", resp.StatusCode)
+	}
+	if st := p.Backend("a").State(); st != upstream.StateUp {
+		t.Fatalf("backend a is %v, want up", st)
+	}
+	// Keeping the token, or reloading a loopback-only listener without one, is allowed.
+	if err := pl.Check(&config.Config{Admin: config.Admin{Address: cfg.Admin.Address, Token: "T2"}}); err != nil {
+		t.Fatalf("changing the token: %v", err)
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"ballast/config"
+	"ballast/health"
 	"ballast/httpproxy"
 	"ballast/upstream"
 )
@@ -121,9 +122,10 @@ func startStack(t *testing.T, token string, pcs ...config.Pool) *stack {
 	if err := config.Check("test", cfg); err != nil {
 		t.Fatal(err)
 	}
+	pl := newTestPlane(t)
 	pools := map[string]*upstream.Pool{}
 	for _, pc := range cfg.Pools {
-		p, err := upstream.NewPool(pc, nil)
+		p, err := upstream.NewPool(pc.Spec(pl.ObserveRelease), nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -134,13 +136,13 @@ func startStack(t *testing.T, token string, pcs ...config.Pool) *stack {
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)
-	go func() { done <- px.Serve(ln) }()
-	pl := New(slog.New(slog.DiscardHandler))
+	go func() { done <- px.Serve(cfg.Listeners[0].Name, ln) }()
+	pl.Count(px)
 	if err := pl.Install(cfg, pools); err != nil {
 		t.Fatal(err)
 	}
+	pl.Health.Update(pools, cfg.Pools)
 	t.Cleanup(func() {
-		pl.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		_ = px.Shutdown(ctx)
@@ -205,4 +207,13 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	t.Fatalf("timed out waiting for %s", what)
+}
+
+// newTestPlane is a Plane watching a health monitor of its own; both close when the test ends.
+func newTestPlane(t testing.TB) *Plane {
+	pl := New(slog.New(slog.DiscardHandler))
+	m := health.New(context.Background(), pl.HealthOptions())
+	pl.Watch(m)
+	t.Cleanup(func() { pl.Close(); m.Close() })
+	return pl
 }

@@ -178,7 +178,7 @@ func (c *liveCollector) Collect(ch chan<- prometheus.Metric) {
 			counts[s]++
 			gauge(dInFlight, float64(b.InFlight()), name, id)
 			counter(dRequests, float64(b.Requests()), name, id)
-			for i, n := range b.Responses() {
+			for i, n := range c.p.responses(b) {
 				counter(dResponses, float64(n), name, id, classNames[i])
 			}
 			counter(dErrors, float64(b.Failures()), name, id, "request")
@@ -213,8 +213,9 @@ func (c *liveCollector) Collect(ch chan<- prometheus.Metric) {
 		counter(dQTimeout, float64(qs.TimedOut), name)
 		counter(dQRejected, float64(qs.Rejected), name)
 		counter(dNoBackend, float64(qs.NoBackend), name)
-		counter(dRetries, float64(qs.Retries), name)
-		counter(dHedges, float64(qs.Hedges), name)
+		retries, hedges := c.p.poolCounters(name)
+		counter(dRetries, float64(retries), name)
+		counter(dHedges, float64(hedges), name)
 		buckets := make(map[float64]uint64, len(upstream.QueueWaitBounds))
 		var cum uint64
 		for k, bound := range upstream.QueueWaitBounds {

@@ -35,12 +35,16 @@ func (s *state) pool(name string) *upstream.Pool {
 	return s.pools[name]
 }
 
-// Plane runs the health monitor, the metrics and (when configured) the admin listener.
+// Plane serves the runtime API, the status page and the metrics (when configured, on the
+// admin listener). It reads the health monitor and the data planes' own counters; it owns
+// neither.
 type Plane struct {
-	log     *slog.Logger
-	Health  *health.Monitor
-	metrics *metrics
-	key     [32]byte // HMAC key of the page nonces; random per process
+	log *slog.Logger
+	// Health is the monitor the API reads and kicks after a change; Watch sets it.
+	Health   *health.Monitor
+	metrics  *metrics
+	counters atomic.Pointer[[]Counters]
+	key      [32]byte // HMAC key of the page nonces; random per process
 
 	cur atomic.Pointer[state]
 
@@ -53,7 +57,17 @@ type Plane struct {
 	closed bool
 }
 
-// New creates a Plane; nothing listens until Install sees an admin address.
+// Counters is what a data plane counts itself, for the API and the metrics: responses by
+// status class per backend, and retries and hedges per pool.
+type Counters interface {
+	// Responses returns b's responses by status class: 1..5, and 0 for no valid response.
+	Responses(b *upstream.Backend) [6]uint64
+	// PoolCounters returns the pool's retries and hedged copies.
+	PoolCounters(pool string) (retries, hedges uint64)
+}
+
+// New creates a Plane; nothing listens until Install sees an admin address. Give it the
+// health monitor with Watch and the data planes' counters with Count before Install.
 func New(logger *slog.Logger) *Plane {
 	if logger == nil {
 		logger = slog.Default()
@@ -63,40 +77,65 @@ func New(logger *slog.Logger) *Plane {
 		panic(err) // crypto/rand never fails on Linux
 	}
 	p.metrics = newMetrics(p)
-	p.Health = health.New(context.Background(), health.Options{
-		Logger:  logger,
-		OnEvent: p.metrics.event,
-		OnProbe: p.metrics.probe,
-	})
-	observerOnce.Do(func() {
-		upstream.SetReleaseObserver(func(pl *upstream.Pool, b *upstream.Backend, d time.Duration, failed bool) {
-			if cur := activePlane.Load(); cur != nil {
-				cur.metrics.release(pl, b, d, failed)
-			}
-		})
-	})
-	activePlane.Store(p)
 	return p
 }
 
-// The release observer is process-wide, as upstream's hook is; it feeds the newest Plane, so a
-// test that runs several instances in turn, or closes one while another runs, stays correct.
-var (
-	observerOnce sync.Once
-	activePlane  atomic.Pointer[Plane]
-)
+// HealthOptions are the monitor options that feed the plane's metrics (transitions, probes);
+// whoever creates the monitor (and owns its context) starts from them.
+func (p *Plane) HealthOptions() health.Options {
+	return health.Options{Logger: p.log, OnEvent: p.metrics.event, OnProbe: p.metrics.probe}
+}
 
-// Install publishes cfg and pools to the API, the page, the metrics and the health monitor.
+// Watch makes the API and the metrics read m; call it before Install.
+func (p *Plane) Watch(m *health.Monitor) { p.Health = m }
+
+// Count adds the counters of the data planes; call it before Install.
+func (p *Plane) Count(cs ...Counters) { p.counters.Store(&cs) }
+
+// ObserveRelease is the pools' release observer (upstream.Spec.OnRelease): it feeds the
+// latency histograms.
+func (p *Plane) ObserveRelease(pl *upstream.Pool, b *upstream.Backend, latency time.Duration, failed bool) {
+	p.metrics.release(pl, b, latency, failed)
+}
+
+// responses sums the data planes' status classes of b.
+func (p *Plane) responses(b *upstream.Backend) [6]uint64 {
+	var out [6]uint64
+	if cs := p.counters.Load(); cs != nil {
+		for _, c := range *cs {
+			r := c.Responses(b)
+			for i := range out {
+				out[i] += r[i]
+			}
+		}
+	}
+	return out
+}
+
+// poolCounters sums the data planes' retries and hedges of a pool.
+func (p *Plane) poolCounters(pool string) (retries, hedges uint64) {
+	if cs := p.counters.Load(); cs != nil {
+		for _, c := range *cs {
+			r, h := c.PoolCounters(pool)
+			retries, hedges = retries+r, hedges+h
+		}
+	}
+	return retries, hedges
+}
+
+// Install publishes cfg and pools to the API, the page and the metrics.
 // On the first call with admin.address set it binds the admin listener; later calls cannot move
 // it (a warning says so).
 func (p *Plane) Install(cfg *config.Config, pools map[string]*upstream.Pool) error {
+	if err := p.Check(cfg); err != nil {
+		return err
+	}
 	st := &state{cfg: cfg, pools: pools, conf: map[string]config.Pool{}}
 	for _, pc := range cfg.Pools {
 		st.order = append(st.order, pc.Name)
 		st.conf[pc.Name] = pc
 	}
 	p.cur.Store(st)
-	p.Health.Update(pools, cfg.Pools)
 
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -117,9 +156,6 @@ func (p *Plane) Install(cfg *config.Config, pools map[string]*upstream.Pool) err
 	if a.Address == "" {
 		return nil
 	}
-	if a.Token == "" && !loopbackOnly(a.Address) {
-		return fmt.Errorf("admin listener %s is reachable from other hosts: set admin.token", a.Address)
-	}
 	ln, err := net.Listen("tcp", a.Address)
 	if err != nil {
 		return fmt.Errorf("admin listener: %w", err)
@@ -134,6 +170,27 @@ func (p *Plane) Install(cfg *config.Config, pools map[string]*upstream.Pool) err
 		}
 	}(p.srv, p.served)
 	p.log.Info("admin listening", "address", "http://"+ln.Addr().String())
+	return nil
+}
+
+// Check reports whether cfg may be installed. The rule is the configuration's (config.
+// LoopbackOnly): an admin listener that other hosts can reach needs a token. After start the
+// bound socket decides, not the file: a reload cannot move the listener, so a file that moves
+// admin.address to loopback and drops the token would otherwise leave the old socket open on
+// every interface without one.
+func (p *Plane) Check(cfg *config.Config) error {
+	a := cfg.Admin
+	if a.Token != "" {
+		return nil
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	switch {
+	case p.ln != nil && !config.LoopbackOnly(p.ln.Addr().String()):
+		return fmt.Errorf("admin listener %s is reachable from other hosts and a reload cannot move it: keep admin.token (or restart to listen on loopback)", p.ln.Addr())
+	case p.ln == nil && a.Address != "" && !config.LoopbackOnly(a.Address):
+		return fmt.Errorf("admin listener %s is reachable from other hosts: set admin.token", a.Address)
+	}
 	return nil
 }
 
@@ -153,13 +210,12 @@ func (p *Plane) currentToken() string {
 	return p.token
 }
 
-// Close stops the health monitor and the admin listener, and waits for both.
+// Close stops the admin listener and waits for it.
 func (p *Plane) Close() {
 	p.mu.Lock()
 	p.closed = true
 	srv, done := p.srv, p.served
 	p.mu.Unlock()
-	p.Health.Close()
 	if srv != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		_ = srv.Shutdown(ctx)
@@ -167,18 +223,4 @@ func (p *Plane) Close() {
 		_ = srv.Close()
 		<-done
 	}
-	activePlane.CompareAndSwap(p, nil)
-}
-
-// loopbackOnly reports whether a listen address accepts only local connections.
-func loopbackOnly(addr string) bool {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return false
-	}
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -324,6 +326,38 @@ func BenchmarkParse(b *testing.B) {
 	for b.Loop() {
 		if _, err := Parse("bench.yaml", data); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// FuzzCheckBackendAddress: whatever the backend-address rule (shared by the file and the admin
+// API) accepts has a host without spaces or slashes and a port from 1 to 65535.
+func FuzzCheckBackendAddress(f *testing.F) {
+	for _, s := range []string{"127.0.0.1:80", "[::1]:8080", "host:0", "host:65536", ":80", "nohost", "a:b:c", "a b/c:80", "/tmp/x:80"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if CheckBackendAddress(s) != nil {
+			return
+		}
+		h, port, err := net.SplitHostPort(s)
+		n, perr := strconv.Atoi(port)
+		if err != nil || h == "" || strings.ContainsAny(h, " /") || perr != nil || n < 1 || n > 65535 {
+			t.Fatalf("accepted %q", s)
+		}
+	})
+}
+
+func TestCheckBackendAddress(t *testing.T) {
+	for _, tc := range []struct {
+		addr string
+		ok   bool
+	}{
+		{"127.0.0.1:80", true}, {"[::1]:8080", true}, {"backend.internal:443", true},
+		{"a b/c:80", false}, {"/tmp/x:80", false}, {"host:0", false}, {":80", false}, {"nohost", false}, {"h:65536", false},
+	} {
+		if err := CheckBackendAddress(tc.addr); (err == nil) != tc.ok {
+			t.Errorf("CheckBackendAddress(%q) = %v, want ok %v", tc.addr, err, tc.ok)
 		}
 	}
 }

@@ -28,7 +28,7 @@ const (
 	DefaultExpectStatus      = "200-399"
 	DefaultBaseEjection      = 30 * time.Second
 	DefaultMaxEjectionPct    = 50
-	DefaultTableSize         = 65537 // maglev's, a prime
+	DefaultTableSize         = balance.MaglevDefaultSize
 	DefaultL4Balancer        = "leastconn"
 	DefaultTCPIdleTimeout    = 10 * time.Minute // nginx stream's proxy_timeout
 	DefaultUDPIdleTimeout    = 30 * time.Second
@@ -42,6 +42,12 @@ const (
 	DefaultFailurePct      = 85
 	DefaultFailureVolume   = 50
 	DefaultFailureMinHosts = 1
+)
+
+// Limits a proxy also clamps to, so that a Config built in code (not loaded) stays in bounds.
+const (
+	MaxAttempts = 7 // balance.Tried holds 7 backends
+	MaxHedges   = 6
 )
 
 // defaults fills every field the file left out. A field written with a zero value keeps it
@@ -84,9 +90,7 @@ func (d *decoder) poolDefaults(pl *Pool, p string) {
 	for j := range pl.Backends {
 		b := &pl.Backends[j]
 		bp := fmt.Sprintf("%s.backends[%d]", p, j)
-		if b.Name == "" {
-			b.Name = b.Address
-		}
+		b.Name = b.ID()
 		setInt(d, bp+".weight", &b.Weight, 1)
 	}
 	if pl.MaxQueue > 0 {

@@ -15,8 +15,6 @@ import (
 const (
 	maxWeight    = 10000
 	maxTableSize = 1<<24 + 1
-	maxAttempts  = 7 // balance.Tried holds 7 backends
-	maxHedges    = 6
 )
 
 var (
@@ -125,7 +123,7 @@ func (d *decoder) validate(c *Config) {
 	if a.Address != "" {
 		if err := checkHostPort(a.Address, true); err != nil {
 			fail("admin.address", "%v", err)
-		} else if a.Token == "" && !loopback(a.Address) {
+		} else if a.Token == "" && !LoopbackOnly(a.Address) {
 			fail("admin.token", "admin.address %s is reachable from other hosts: set a token (or listen on 127.0.0.1)", a.Address)
 		}
 	} else if a.Token != "" {
@@ -198,7 +196,7 @@ func (d *decoder) validatePool(pl *Pool, p string, l4 bool, fail func(path, form
 	limited := pl.MaxConns > 0
 	for j, b := range pl.Backends {
 		bp := fmt.Sprintf("%s.backends[%d]", p, j)
-		if err := checkHostPort(b.Address, false); err != nil {
+		if err := CheckBackendAddress(b.Address); err != nil {
 			fail(bp+".address", "%v", err)
 		}
 		if prev, dup := ids[b.Name]; dup {
@@ -206,11 +204,11 @@ func (d *decoder) validatePool(pl *Pool, p string, l4 bool, fail func(path, form
 		} else {
 			ids[b.Name] = j
 		}
-		if b.Weight < 0 || b.Weight > maxWeight {
-			fail(bp+".weight", "must be between 0 (no new traffic) and %d, got %d", maxWeight, b.Weight)
+		if err := CheckWeight(b.Weight); err != nil {
+			fail(bp+".weight", "%v", err)
 		}
-		if b.MaxConns < 0 {
-			fail(bp+".max_conns", "must be 0 (the pool's max_conns) or more, got %d", b.MaxConns)
+		if err := checkBackendMaxConns(b.MaxConns); err != nil {
+			fail(bp+".max_conns", "%v", err)
 		}
 		limited = limited || b.MaxConns > 0
 	}
@@ -230,8 +228,8 @@ func (d *decoder) validatePool(pl *Pool, p string, l4 bool, fail func(path, form
 	}
 
 	r := pl.Retries
-	if r.Attempts < 1 || r.Attempts > maxAttempts {
-		fail(p+".retries.attempts", "must be between 1 (no retry) and %d, got %d", maxAttempts, r.Attempts)
+	if r.Attempts < 1 || r.Attempts > MaxAttempts {
+		fail(p+".retries.attempts", "must be between 1 (no retry) and %d, got %d", MaxAttempts, r.Attempts)
 	}
 	if r.Budget < 0 || r.Budget > 1 {
 		fail(p+".retries.budget", "must be a fraction between 0 and 1, e.g. 0.2; got %g", r.Budget)
@@ -240,8 +238,8 @@ func (d *decoder) validatePool(pl *Pool, p string, l4 bool, fail func(path, form
 	switch {
 	case h.Delay.Duration == 0 && h.MaxHedges != 0:
 		fail(p+".hedge.max_hedges", "max_hedges needs hedge.delay (hedging is off without it)")
-	case h.Delay.Duration > 0 && (h.MaxHedges < 1 || h.MaxHedges > maxHedges):
-		fail(p+".hedge.max_hedges", "must be between 1 and %d, got %d", maxHedges, h.MaxHedges)
+	case h.Delay.Duration > 0 && (h.MaxHedges < 1 || h.MaxHedges > MaxHedges):
+		fail(p+".hedge.max_hedges", "must be between 1 and %d, got %d", MaxHedges, h.MaxHedges)
 	}
 	if pl.Timeouts.Connect.Duration == 0 {
 		fail(p+".timeouts.connect", "must be more than 0s")
@@ -374,8 +372,44 @@ func checkHostPort(addr string, listen bool) error {
 	return nil
 }
 
-// loopback reports whether a host:port only accepts connections from this machine.
-func loopback(addr string) bool {
+// CheckBackend applies the file's rules for one backend (address, weight, max_conns) to a
+// backend that arrives another way, such as the admin API's add.
+func CheckBackend(b Backend) error {
+	if err := CheckBackendAddress(b.Address); err != nil {
+		return err
+	}
+	if err := CheckWeight(b.Weight); err != nil {
+		return fmt.Errorf("weight %v", err)
+	}
+	if err := checkBackendMaxConns(b.MaxConns); err != nil {
+		return fmt.Errorf("max_conns %v", err)
+	}
+	return nil
+}
+
+// CheckBackendAddress accepts a backend's host:port: a host name or IP address and a port
+// from 1 to 65535.
+func CheckBackendAddress(addr string) error { return checkHostPort(addr, false) }
+
+// CheckWeight bounds a weight: weights feed schedules sized by their sum, so no way in (file or
+// API) may accept more than maxWeight.
+func CheckWeight(w int) error {
+	if w < 0 || w > maxWeight {
+		return fmt.Errorf("must be between 0 (no new traffic) and %d, got %d", maxWeight, w)
+	}
+	return nil
+}
+
+func checkBackendMaxConns(n int) error {
+	if n < 0 {
+		return fmt.Errorf("must be 0 (the pool's max_conns) or more, got %d", n)
+	}
+	return nil
+}
+
+// LoopbackOnly reports whether a host:port only accepts connections from this machine. An
+// admin listener that is not loopback-only needs a token.
+func LoopbackOnly(addr string) bool {
 	host, _, _ := net.SplitHostPort(addr)
 	if host == "localhost" {
 		return true

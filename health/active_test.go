@@ -122,7 +122,7 @@ func TestMonitorRiseFall(t *testing.T) {
 	pc := config.Pool{Name: "web", Balancer: "roundrobin", Backends: []config.Backend{{Name: "a", Address: addr, Weight: 1}},
 		Health: config.HealthCheck{Type: "http", Method: "GET", Path: "/", ExpectStatus: "200-399",
 			Interval: config.Duration{Duration: 10 * time.Millisecond}, Timeout: config.Duration{Duration: time.Second}, Rise: 2, Fall: 3}}
-	p, err := upstream.NewPool(pc, nil)
+	p, err := upstream.NewPool(pc.Spec(nil), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -208,7 +208,7 @@ func TestMonitorPicksUpAddedBackendsAndStops(t *testing.T) {
 	pc := config.Pool{Name: "web", Balancer: "roundrobin", Backends: []config.Backend{{Name: "a", Address: dead, Weight: 1}},
 		Health: config.HealthCheck{Type: "tcp", Interval: config.Duration{Duration: 10 * time.Millisecond},
 			Timeout: config.Duration{Duration: time.Second}, Rise: 1, Fall: 1}}
-	p, err := upstream.NewPool(pc, nil)
+	p, err := upstream.NewPool(pc.Spec(nil), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -224,7 +224,7 @@ func TestMonitorPicksUpAddedBackendsAndStops(t *testing.T) {
 	}})
 	m.Update(map[string]*upstream.Pool{"web": p}, []config.Pool{pc})
 	waitEvent(t, events, "a", Down)
-	if _, err := p.Add(config.Backend{Name: "b", Address: dead, Weight: 1}); err != nil {
+	if _, err := p.Add(upstream.BackendSpec{ID: "b", Address: dead, Weight: 1}); err != nil {
 		t.Fatal(err)
 	}
 	m.Kick()

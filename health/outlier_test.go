@@ -18,7 +18,7 @@ func testPool(t *testing.T, n int) *upstream.Pool {
 	for i := range n {
 		pc.Backends = append(pc.Backends, config.Backend{Name: fmt.Sprintf("b%d", i), Address: fmt.Sprintf("127.0.0.1:%d", 1+i), Weight: 1})
 	}
-	p, err := upstream.NewPool(pc, nil)
+	p, err := upstream.NewPool(pc.Spec(nil), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -91,7 +91,7 @@ func TestServeForProfile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pool, err := upstream.NewPool(pc, nil)
+	pool, err := upstream.NewPool(pc.Spec(nil), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,7 +100,7 @@ func TestServeForProfile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	go func() { _ = px.Serve(ln) }()
+	go func() { _ = px.Serve(cfg.Listeners[0].Name, ln) }()
 	time.Sleep(time.Duration(secs) * time.Second)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()

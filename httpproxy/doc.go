@@ -3,12 +3,16 @@
 // otherwise) to an upstream.Pool, forwards it to the backend the pool picks and relays the
 // answer.
 //
-// API: New builds a Proxy from a configuration and its pools; Serve serves one listener;
-// Swap installs a reloaded configuration; Shutdown stops accepting and drains.
+// API: New builds a Proxy from a configuration and its pools; Serve serves one socket as the
+// configured listener of the given name; Swap installs a reloaded configuration; Shutdown stops
+// accepting and drains. Responses and PoolCounters report what the proxy counts itself (status
+// classes per backend, retries and hedges per pool) for the admin plane. Package server runs a
+// Proxy as its HTTP data plane.
 //
 // Contract of the request path:
-//   - Every backend gets one *fasthttp.HostClient, stored in upstream.Backend.Transport before
-//     the pool is served (also for backends added at runtime, through Pool.SetBackendInit).
+//   - Every backend gets one *fasthttp.HostClient and its status counters, attached in the
+//     proxy's own upstream slot before the pool is served (also for backends added at runtime:
+//     Pool.Attach), so they survive reloads and no other data plane overwrites them.
 //     It is used as a keep-alive connection pool only; the proxy writes requests and reads
 //     responses itself so it controls deadlines, retries and cancellation.
 //   - A request counts in flight on its backend from dispatch until its response is done:

@@ -157,7 +157,7 @@ func TestAccessLogAndSwap(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg.Listeners[0].Address = ln.Addr().String()
-	poolA, err := upstream.NewPool(cfg.Pools[0], nil)
+	poolA, err := upstream.NewPool(cfg.Pools[0].Spec(nil), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -166,7 +166,7 @@ func TestAccessLogAndSwap(t *testing.T) {
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)
-	go func() { done <- px.Serve(ln) }()
+	go func() { done <- px.Serve(cfg.Listeners[0].Name, ln) }()
 	defer func() {
 		_ = px.Shutdown(t.Context())
 		<-done
@@ -186,19 +186,19 @@ func TestAccessLogAndSwap(t *testing.T) {
 	cfg2.Pools[0].Backends[0].Weight = 0
 	cfg2.Listeners[0].Address = ln.Addr().String()
 	cfg2.Listeners[0].ExposeBackend = true
-	transportA := poolA.Backends()[0].Transport
-	poolB, err := upstream.NewPool(cfg2.Pools[0], poolA)
+	transportA := stateOf(poolA.Backends()[0]).hc
+	poolB, err := upstream.NewPool(cfg2.Pools[0].Spec(nil), poolA)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := px.Swap(cfg2, map[string]*upstream.Pool{"p": poolB}); err != nil {
 		t.Fatal(err)
 	}
-	if poolB.Backend(hostOf(a.Server)).Transport != transportA {
-		t.Error("the reload replaced the Transport of a backend that kept its identity")
+	if stateOf(poolB.Backend(hostOf(a.Server))).hc != transportA {
+		t.Error("the reload replaced the connection pool of a backend that kept its identity")
 	}
-	if poolB.Backend(hostOf(b.Server)).Transport == nil {
-		t.Error("the new backend got no Transport")
+	if stateOf(poolB.Backend(hostOf(b.Server))) == nil {
+		t.Error("the new backend got no connection pool")
 	}
 	resp, _ = get(t, c, "GET", url, nil, nil)
 	if got := resp.Header.Get("X-Ballast-Backend"); got != hostOf(b.Server) {

@@ -270,7 +270,7 @@ func (a *attempt) release(latency time.Duration, failure bool) {
 	if a.class == errNone {
 		code = a.out.StatusCode()
 	}
-	a.b.CountStatus(code)
+	countStatus(a.b, code)
 	a.ps.pool.Release(a.b, latency, failure)
 }
 
@@ -311,7 +311,7 @@ func (ls *listenerState) forward(ctx *fasthttp.RequestCtx, t *table, ps *poolSta
 			stale++ // a keep-alive race, not the backend's fault: same pool, fresh connection
 		case try < ps.attempts && ps.retryable(a, h, untouched) && ps.budget.spend(coarseUnix()):
 			markTried(&tried, b)
-			ps.pool.CountRetry()
+			ps.counters.retries.Add(1)
 			try++
 		default:
 			ls.fail(ctx, t, a)

@@ -61,7 +61,7 @@ func (ls *listenerState) hedged(ctx *fasthttp.RequestCtx, t *table, ps *poolStat
 			last = a
 			if tries < ps.attempts && ps.retryable(a, h, true) && ps.budget.spend(coarseUnix()) {
 				if _, err := launch(); err == nil {
-					ps.pool.CountRetry()
+					ps.counters.retries.Add(1)
 					tries++
 					outstanding++
 				}
@@ -69,7 +69,7 @@ func (ls *listenerState) hedged(ctx *fasthttp.RequestCtx, t *table, ps *poolStat
 		case <-timer.C:
 			if hedges < ps.maxHedges && ps.budget.spend(coarseUnix()) {
 				if _, err := launch(); err == nil {
-					ps.pool.CountHedge()
+					ps.counters.hedges.Add(1)
 					hedges++
 					outstanding++
 				}

@@ -67,7 +67,7 @@ func startProxy(t testing.TB, cfg *config.Config) *testProxy {
 	cfg.Listeners[0].Address = ln.Addr().String()
 	pools := make(map[string]*upstream.Pool)
 	for _, pc := range cfg.Pools {
-		p, err := upstream.NewPool(pc, nil)
+		p, err := upstream.NewPool(pc.Spec(nil), nil)
 		if err != nil {
 			t.Fatalf("NewPool(%s): %v", pc.Name, err)
 		}
@@ -78,7 +78,7 @@ func startProxy(t testing.TB, cfg *config.Config) *testProxy {
 		t.Fatal(err)
 	}
 	tp := &testProxy{Proxy: px, addr: ln.Addr().String(), pools: pools, done: make(chan error, 1)}
-	go func() { tp.done <- px.Serve(ln) }()
+	go func() { tp.done <- px.Serve(cfg.Listeners[0].Name, ln) }()
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()

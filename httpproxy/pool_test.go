@@ -248,7 +248,7 @@ func TestBackendKilledUnderLoad(t *testing.T) {
 		t.Errorf("%d failed GETs of %d (first: %v)", bad.Load(), bad.Load()+ok.Load(), firstErr.Load())
 	}
 	waitFor(t, "in-flight back to 0", func() bool { return inflight(tp.pools["k"]) == 0 })
-	if st := tp.pools["k"].QueueStats(); st.Retries == 0 {
+	if retries, _ := tp.PoolCounters("k"); retries == 0 {
 		t.Error("no retry counted: the kill was not seen by any request")
 	}
 }

@@ -70,10 +70,66 @@ type poolState struct {
 	maxIdle        int // keepalive.max_idle: idle connections kept per backend
 	maxRequests    int // keepalive.max_requests: requests per backend connection, 0 = unlimited
 	budget         *retryBudget
+	counters       *poolCounters
 }
 
-// New builds a Proxy for cfg. pools maps every pool name the routes use to its pool; New gives
-// each backend that has none a keep-alive client (Backend.Transport) before any request runs.
+// poolCounters are what the HTTP plane counts per pool, for the metrics. Like the retry
+// budget they belong to the pool's name and survive reloads.
+type poolCounters struct{ retries, hedges atomic.Uint64 }
+
+// backendSlot is the HTTP plane's attachment slot on upstream backends.
+var backendSlot = upstream.NewSlot()
+
+// backendState is what the HTTP plane keeps per backend. It is attached to the
+// upstream.Backend (Pool.Attach), so its connections and counters survive reloads.
+type backendState struct {
+	hc       *fasthttp.HostClient
+	statuses [6]atomic.Uint64 // by status class; 0 = no valid response
+}
+
+// stateOf is b's HTTP state; every backend of a pool in a table has one (newPoolState).
+func stateOf(b *upstream.Backend) *backendState {
+	s, _ := b.Attachment(backendSlot).(*backendState)
+	return s
+}
+
+// countStatus counts one response by its status class (1xx…5xx); anything else, including
+// 0 for "no response", counts in class 0.
+func countStatus(b *upstream.Backend, code int) {
+	c := code / 100
+	if c < 1 || c > 5 {
+		c = 0
+	}
+	if s := stateOf(b); s != nil {
+		s.statuses[c].Add(1)
+	}
+}
+
+// Responses returns b's responses by status class: index 1..5 are the classes, 0 the requests
+// that got no valid response.
+func (p *Proxy) Responses(b *upstream.Backend) [6]uint64 {
+	var out [6]uint64
+	if s := stateOf(b); s != nil {
+		for i := range out {
+			out[i] = s.statuses[i].Load()
+		}
+	}
+	return out
+}
+
+// PoolCounters returns how many requests of the named pool were retried on another backend
+// and how many hedged copies were sent, since the pool first appeared.
+func (p *Proxy) PoolCounters(pool string) (retries, hedges uint64) {
+	for _, r := range p.table.Load().routes {
+		if r.ps.name == pool {
+			return r.ps.counters.retries.Load(), r.ps.counters.hedges.Load()
+		}
+	}
+	return 0, 0
+}
+
+// New builds a Proxy for cfg. pools maps every pool name the routes use to its pool; New
+// attaches a keep-alive client to each backend that has none before any request runs.
 // logger receives the error log, and the access log when cfg.Logging.Access is on; nil
 // discards both.
 func New(cfg *config.Config, pools map[string]*upstream.Pool, logger *slog.Logger) (*Proxy, error) {
@@ -86,13 +142,14 @@ func New(cfg *config.Config, pools map[string]*upstream.Pool, logger *slog.Logge
 		return nil, err
 	}
 	p.table.Store(t)
+	startCoarseClock()
 	return p, nil
 }
 
 // Swap installs a reloaded configuration atomically. Requests already running finish with the
 // routes and pools they started with; listener options (timeouts, TLS, header limits) are
 // fixed when Serve starts and do not change, but expose_backend and routes do. Backends that
-// keep their identity keep their Transport and so their idle connections.
+// keep their identity keep their attachment and so their idle connections and counters.
 func (p *Proxy) Swap(cfg *config.Config, pools map[string]*upstream.Pool) error {
 	t, err := buildTable(cfg, pools, p.table.Load())
 	if err != nil {
@@ -148,8 +205,8 @@ func newPoolState(pc *config.Pool, pool *upstream.Pool, prev *table) (*poolState
 		nonIdempotent:  pc.Retries.NonIdempotent,
 		hedgeDelay:     pc.Hedge.Delay.Duration,
 		maxHedges:      pc.Hedge.MaxHedges,
-		respTimeout:    durationOr(pc.Timeouts.Response.Duration, defaultResponseTimeout),
-		connectTimeout: durationOr(pc.Timeouts.Connect.Duration, defaultConnectTimeout),
+		respTimeout:    durationOr(pc.Timeouts.Response.Duration, config.DefaultResponseTimeout),
+		connectTimeout: durationOr(pc.Timeouts.Connect.Duration, config.DefaultConnectTimeout),
 		include5xx:     pc.Outlier.Include5xx,
 		maxIdle:        pc.KeepAlive.MaxIdle,
 		maxRequests:    pc.KeepAlive.MaxRequests,
@@ -157,24 +214,21 @@ func newPoolState(pc *config.Pool, pool *upstream.Pool, prev *table) (*poolState
 	if ps.attempts <= 0 {
 		ps.attempts = 1
 	}
-	if ps.attempts > 7 { // balance.Tried holds 7 backends
-		ps.attempts = 7
-	}
+	ps.attempts = min(ps.attempts, config.MaxAttempts)
 	if ps.hedgeDelay > 0 && ps.maxHedges <= 0 {
-		ps.maxHedges = 1
+		ps.maxHedges = config.DefaultMaxHedges
 	}
-	if ps.maxHedges > 6 {
-		ps.maxHedges = 6
-	}
+	ps.maxHedges = min(ps.maxHedges, config.MaxHedges)
 	if a, err := balance.Lookup(pc.Balancer); err == nil {
 		ps.needsKey = a.Caps.NeedsKey
 		ps.carp = a.Name == "carp"
 	}
-	// The retry budget survives a reload of the same pool, so a reload does not refill it.
+	// The retry budget and the counters survive a reload of the same pool, so a reload does
+	// not refill the budget nor reset the metrics.
 	if prev != nil {
 		for _, r := range prev.routes {
 			if r.ps.name == pc.Name {
-				ps.budget = r.ps.budget
+				ps.budget, ps.counters = r.ps.budget, r.ps.counters
 				break
 			}
 		}
@@ -182,8 +236,11 @@ func newPoolState(pc *config.Pool, pool *upstream.Pool, prev *table) (*poolState
 	if ps.budget == nil || ps.budget.ratio != budgetRatio(pc) {
 		ps.budget = newRetryBudget(budgetRatio(pc))
 	}
+	if ps.counters == nil {
+		ps.counters = new(poolCounters)
+	}
 	pcopy := *pc
-	pool.SetBackendInit(func(b *upstream.Backend) { b.Transport = newHostClient(&pcopy, b) })
+	pool.Attach(backendSlot, func(b *upstream.Backend) any { return &backendState{hc: newHostClient(&pcopy, b)} })
 	return ps, nil
 }
 
@@ -236,31 +293,6 @@ func splitHostPort(hp string) (host, port string, err error) {
 	return hp, "", nil
 }
 
-// listenerFor finds the configured listener ln serves: the one whose address has ln's port
-// and either ln's host or a wildcard host; failing that, the only listener configured.
-func (t *table) listenerFor(ln net.Listener) (*config.Listener, error) {
-	la, _ := ln.Addr().(*net.TCPAddr)
-	var only *config.Listener
-	for i := range t.cfg.Listeners {
-		l := &t.cfg.Listeners[i]
-		only = l
-		if la == nil {
-			continue
-		}
-		h, port, err := net.SplitHostPort(l.Address)
-		if err != nil || port != fmt.Sprint(la.Port) {
-			continue
-		}
-		if ip := net.ParseIP(h); h == "" || ip == nil || ip.IsUnspecified() || ip.Equal(la.IP) {
-			return l, nil
-		}
-	}
-	if len(t.cfg.Listeners) == 1 {
-		return only, nil
-	}
-	return nil, fmt.Errorf("httpproxy: no configured listener matches %s", ln.Addr())
-}
-
 // listenerState is what one served listener's handler needs besides the table.
 type listenerState struct {
 	name    string
@@ -291,21 +323,22 @@ func (ls *listenerState) expose(t *table) bool {
 	return c.expose
 }
 
-// Serve accepts connections on ln until Shutdown, serving them with the options of the
-// configured listener whose address ln has (see listenerFor). It returns nil after Shutdown.
-func (p *Proxy) Serve(ln net.Listener) error {
-	t := p.table.Load()
-	lc, err := t.listenerFor(ln)
-	if err != nil {
-		return err
+// Serve accepts connections on ln until Shutdown, serving them as the configured listener
+// named listener (its timeouts, header limit, TLS and routes). It returns nil after Shutdown.
+func (p *Proxy) Serve(listener string, ln net.Listener) error {
+	lc := p.table.Load().listeners[listener]
+	if lc == nil {
+		_ = ln.Close()
+		return fmt.Errorf("httpproxy: no configured listener %q", listener)
 	}
+	var err error
 	ls := &listenerState{name: lc.Name, proxy: p, tls: lc.TLS != nil}
-	ls.idle = durationOr(lc.IdleTimeout.Duration, 60*time.Second)
+	ls.idle = durationOr(lc.IdleTimeout.Duration, config.DefaultIdleTimeout)
 	ls.maxHdrs = lc.MaxHeaderBytes
 	if ls.maxHdrs <= 0 {
-		ls.maxHdrs = 8 << 10
+		ls.maxHdrs = config.DefaultMaxHeaderBytes
 	}
-	readHdr := durationOr(lc.ReadHeaderTimeout.Duration, 10*time.Second)
+	readHdr := durationOr(lc.ReadHeaderTimeout.Duration, config.DefaultReadHeaderTimeout)
 	srv := &fasthttp.Server{
 		Handler:                      ls.handle,
 		ErrorHandler:                 p.errorHandler,
@@ -354,9 +387,13 @@ func (p *Proxy) Serve(ln net.Listener) error {
 // and upgraded tunnels finish or ctx ends. Serve calls return nil.
 func (p *Proxy) Shutdown(ctx context.Context) error {
 	p.mu.Lock()
+	first := !p.closed
 	p.closed = true
 	servers := p.servers
 	p.mu.Unlock()
+	if first {
+		defer stopCoarseClock()
+	}
 	var errs []error
 	for _, s := range servers {
 		if err := s.ShutdownWithContext(ctx); err != nil {

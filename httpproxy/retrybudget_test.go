@@ -55,7 +55,8 @@ pools:
 			p := tp.pools["r"]
 			waitFor(t, "in-flight back to 0", func() bool { return inflight(p) == 0 })
 			onCloser := int(p.Backend(closer).Requests())
-			retries := int(p.QueueStats().Retries)
+			r, _ := tp.PoolCounters("r")
+			retries := int(r)
 			if onCloser == 0 {
 				t.Fatal("the closing backend got no request")
 			}

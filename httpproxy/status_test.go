@@ -40,7 +40,7 @@ func TestStatusClassesAndFailures(t *testing.T) {
 		}
 		b := tp.pools["web"].Backend(addr)
 		waitFor(t, "every slot released", func() bool { return b.InFlight() == 0 })
-		got := b.Responses()
+		got := tp.Responses(b)
 		if got[2] != 2 || got[4] != 1 || got[5] != 3 {
 			t.Errorf("include_5xx=%v: responses by class = %v, want 2xx 2, 4xx 1, 5xx 3", include, got)
 		}

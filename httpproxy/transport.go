@@ -18,13 +18,9 @@ import (
 	"ballast/upstream"
 )
 
-// Backend-side defaults used when a pool's configuration leaves a timeout at zero.
 const (
-	defaultConnectTimeout  = 2 * time.Second
-	defaultResponseTimeout = 60 * time.Second
-	defaultIdleTimeout     = 60 * time.Second
-	backendBufferSize      = 16 << 10 // response header limit from a backend, per connection
-	deadlineRefresh        = time.Second
+	backendBufferSize = 16 << 10 // response header limit from a backend, per connection
+	deadlineRefresh   = time.Second
 )
 
 // newHostClient builds the keep-alive connection pool of one backend. The proxy uses it only
@@ -32,10 +28,10 @@ const (
 // so that it controls deadlines, retries and cancellation; the fields that shape messages are
 // still set so the client is safe to use with Do as well.
 func newHostClient(pc *config.Pool, b *upstream.Backend) *fasthttp.HostClient {
-	connect := durationOr(pc.Timeouts.Connect.Duration, defaultConnectTimeout)
-	idle := durationOr(pc.Timeouts.Idle.Duration, defaultIdleTimeout)
+	connect := durationOr(pc.Timeouts.Connect.Duration, config.DefaultConnectTimeout)
+	idle := durationOr(pc.Timeouts.Idle.Duration, config.DefaultBackendIdle)
 	d := &net.Dialer{Timeout: connect, KeepAlive: 30 * time.Second}
-	maxConns := backendMaxConns(pc, b.ID)
+	maxConns := b.MaxConns() // the backend's own, else the pool's
 	if maxConns <= 0 {
 		maxConns = math.MaxInt32
 	} else {
@@ -62,21 +58,6 @@ func newHostClient(pc *config.Pool, b *upstream.Backend) *fasthttp.HostClient {
 		StreamResponseBody:        true,
 		ConnPoolStrategy:          fasthttp.LIFO,
 	}
-}
-
-// backendMaxConns is the max_conns that applies to backend id.
-func backendMaxConns(pc *config.Pool, id string) int {
-	for i := range pc.Backends {
-		cb := &pc.Backends[i]
-		name := cb.Name
-		if name == "" {
-			name = cb.Address
-		}
-		if name == id && cb.MaxConns > 0 {
-			return cb.MaxConns
-		}
-	}
-	return pc.MaxConns
 }
 
 func durationOr(d, def time.Duration) time.Duration {
@@ -175,7 +156,7 @@ func (a *attempt) reset(ps *poolState, b *upstream.Backend, req *fasthttp.Reques
 		req.Header.SetHost(b.Address)
 	}
 	a.out = &a.resp
-	a.hc, _ = b.Transport.(*fasthttp.HostClient)
+	a.hc = stateOf(b).hc
 	a.cc, a.conn, a.br = nil, nil, nil
 	a.err, a.class, a.ttfb = nil, errNone, 0
 	a.cancelled, a.hconn = false, nil
@@ -518,25 +499,6 @@ func (dc *deadlineConn) SetReadDeadline(t time.Time) error {
 func (dc *deadlineConn) SetDeadline(t time.Time) error {
 	dc.until = t
 	return dc.Conn.SetDeadline(t)
-}
-
-// coarseClock holds the current Unix second for the retry budget, which needs no more
-// precision; one goroutine advances it so requests do not read the clock for it.
-var (
-	coarseClock     atomic.Int64
-	coarseClockOnce sync.Once
-)
-
-func coarseUnix() int64 {
-	coarseClockOnce.Do(func() {
-		coarseClock.Store(time.Now().Unix())
-		go func() {
-			for now := range time.Tick(250 * time.Millisecond) {
-				coarseClock.Store(now.Unix())
-			}
-		}()
-	})
-	return coarseClock.Load()
 }
 
 // upload relays a streamed request body from the client to the backend. It keeps both sides'

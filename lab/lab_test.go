@@ -15,29 +15,13 @@ import (
 	"time"
 
 	"ballast/config"
+	"ballast/internal/testbin"
 )
 
 // ballastBin is the ballast binary TestMain builds once: the lab runs it as a child process.
 var ballastBin string
 
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "ballast-lab-test-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	ballastBin = filepath.Join(dir, "ballast")
-	build := exec.Command("go", "build", "-o", ballastBin, "ballast/cmd/ballast")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "building ballast:", err)
-		os.RemoveAll(dir)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { testbin.Main(m, "ballast/cmd/ballast", &ballastBin) }
 
 func TestStatTimes(t *testing.T) {
 	tests := []struct {

@@ -1,6 +1,7 @@
 package upstream
 
 import (
+	"net/netip"
 	"sync/atomic"
 	"time"
 
@@ -52,16 +53,38 @@ type bconf struct {
 // origin is the zero of the monotonic durations the latency estimates are kept in.
 var origin = time.Now()
 
+// Slot names one data plane's per-backend attachment (Pool.Attach, Backend.Attachment). Each
+// plane takes one with NewSlot when its package initialises.
+type Slot uint8
+
+// maxSlots bounds the data planes that attach state to backends (HTTP, TCP, UDP, XDP...).
+const maxSlots = 8
+
+var nextSlot atomic.Uint32
+
+// NewSlot reserves an attachment slot. It panics past maxSlots: slots are taken once per data
+// plane package, at init, so running out is a programming error.
+func NewSlot() Slot {
+	n := nextSlot.Add(1) - 1
+	if n >= maxSlots {
+		panic("upstream: more than 8 attachment slots")
+	}
+	return Slot(n)
+}
+
 // Backend is one server of a pool with its live counters. A Backend keeps its identity (ID)
-// across reloads and runtime changes, and with it its counters and its Transport.
+// across reloads and runtime changes, and with it its counters and its attachments.
 type Backend struct {
 	// ID is the stable identity: the configured name, or the address.
 	ID string
 	// Address is host:port.
 	Address string
-	// Transport is the proxy's per-backend client (e.g. a *fasthttp.HostClient). The proxy sets it
-	// once, before the pool is published; it is read-only afterwards and survives reloads.
-	Transport any
+	// addrPort is Address parsed, when its host is an IP literal (zero for a host name).
+	addrPort netip.AddrPort
+
+	// attach holds each data plane's per-backend state (a connection pool, counters), set
+	// once by Pool.Attach or Add before the backend can be picked; it survives reloads.
+	attach [maxSlots]atomic.Value
 
 	conf atomic.Pointer[bconf]
 
@@ -82,7 +105,6 @@ type Backend struct {
 	// two of its samples is not lost to the success that ended it.
 	streak   atomic.Uint64
 	peak     atomic.Uint64
-	statuses [6]atomic.Uint64 // by status class; 0 = no response
 	latency  balance.PeakEWMA
 
 	// owner is the pool whose snapshot lists this backend at index; Release routes Tracker
@@ -93,6 +115,7 @@ type Backend struct {
 
 func newBackend(id, address string, c *bconf) *Backend {
 	b := &Backend{ID: id, Address: address}
+	b.addrPort, _ = netip.ParseAddrPort(address)
 	b.conf.Store(c)
 	b.weightOverride.Store(-1)
 	b.index.Store(-1)
@@ -131,24 +154,17 @@ func (b *Backend) ResetFailureStreak() {
 	b.peak.Store(0)
 }
 
-// CountStatus counts one response by its status class (1xx…5xx); anything else, including
-// 0 for "no response", counts in class 0.
-func (b *Backend) CountStatus(code int) {
-	c := code / 100
-	if c < 1 || c > 5 {
-		c = 0
-	}
-	b.statuses[c].Add(1)
-}
+// AddrPort is the backend's address as an IP and port; ok is false when the address names a
+// host rather than an IP (a plane that needs an IP, such as a kernel director, must resolve it).
+func (b *Backend) AddrPort() (ap netip.AddrPort, ok bool) { return b.addrPort, b.addrPort.IsValid() }
 
-// Responses returns the CountStatus counters: index 1..5 are the status classes, 0 the
-// requests that got no valid response.
-func (b *Backend) Responses() [6]uint64 {
-	var out [6]uint64
-	for i := range out {
-		out[i] = b.statuses[i].Load()
+// Attachment is the value a data plane attached in slot s, or nil.
+func (b *Backend) Attachment(s Slot) any { return b.attach[s].Load() }
+
+func (b *Backend) setAttachment(s Slot, v any) {
+	if v != nil {
+		b.attach[s].Store(v)
 	}
-	return out
 }
 
 // ConfigWeight is the weight the configuration gives.

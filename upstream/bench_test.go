@@ -5,14 +5,13 @@ import (
 	"testing"
 
 	"ballast/balance"
-	"ballast/config"
 )
 
 func benchPool(b *testing.B, alg string, n int, maxConns int) *Pool {
 	b.Helper()
-	bs := make([]config.Backend, n)
+	bs := make([]BackendSpec, n)
 	for i := range bs {
-		bs[i] = config.Backend{Name: fmt.Sprintf("b%d", i), Address: fmt.Sprintf("127.0.0.1:%d", 10000+i), Weight: 1}
+		bs[i] = BackendSpec{ID: fmt.Sprintf("b%d", i), Address: fmt.Sprintf("127.0.0.1:%d", 10000+i), Weight: 1}
 	}
 	cfg := poolCfg(alg, bs...)
 	cfg.MaxConns = maxConns

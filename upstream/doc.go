@@ -25,12 +25,22 @@
 //
 // # Identity and reloads
 //
-// A Backend keeps its identity (ID: name, else address) and with it its counters, its Transport
+// A Backend keeps its identity (BackendSpec.ID) and with it its counters, its attachments
 // and its runtime state (weight override, disabled, draining, health, ejection) across a reload:
 // NewPool with the previous pool reuses the Backend objects whose ID and address persist, and
 // a new pool with the previous one's name keeps its backlog counters (QueueStats).
 // Runtime additions and removals are not carried over; the configuration decides membership.
 // A pool that is built but never installed must be Closed, which hands reused backends back.
+//
+// # Specs, attachments and observers
+//
+// A pool is built from a Spec, upstream's own description (config.Pool.Spec makes one from a
+// file); upstream knows no configuration format and nothing of HTTP. Data planes keep their
+// per-backend state (a connection pool, status counters) in an attachment slot of their own
+// (NewSlot, Pool.Attach, Backend.Attachment) and count what they count themselves. Spec.OnRelease
+// hears every Release of that pool; Pool.Subscribe hears every new snapshot, for planes that
+// mirror the backend set elsewhere (a kernel map). Backend.AddrPort is the address as an IP and
+// port when it is an IP literal; host names stay strings, resolved by whoever dials.
 //
 // # Panic
 //

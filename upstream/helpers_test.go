@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"ballast/balance"
-	"ballast/config"
 )
 
 // fakeClock is a settable clock, safe for concurrent reads.
@@ -54,16 +53,16 @@ func (f *fakeTimers) fire(t *testing.T, k int) {
 	f.cs[k] <- time.Now()
 }
 
-func be(id string, w int) config.Backend {
-	return config.Backend{Name: id, Address: "127.0.0.1:1", Weight: w}
+func be(id string, w int) BackendSpec {
+	return BackendSpec{ID: id, Address: "127.0.0.1:1", Weight: w}
 }
 
-func poolCfg(balancer string, bs ...config.Backend) config.Pool {
-	return config.Pool{Name: "p", Balancer: balancer, Backends: bs}
+func poolCfg(balancer string, bs ...BackendSpec) Spec {
+	return Spec{Name: "p", Balancer: balancer, Backends: bs}
 }
 
 // mustPool builds a pool with a fake clock and fake queue timers, closed at cleanup.
-func mustPool(t testing.TB, cfg config.Pool, prev *Pool, clk *fakeClock) *Pool {
+func mustPool(t testing.TB, cfg Spec, prev *Pool, clk *fakeClock) *Pool {
 	t.Helper()
 	now := time.Now
 	if clk != nil {

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"ballast/balance"
-	"ballast/config"
 )
 
 // FuzzQueueModel drives one backend with max_conns k and a backlog of m through a sequence of
@@ -29,7 +28,7 @@ func FuzzQueueModel(f *testing.F) {
 		k, m := 1+int(in[0]%3), int(in[1]%4)
 		cfg := poolCfg("swrr", be("a", 1))
 		cfg.MaxConns, cfg.MaxQueue = k, m
-		cfg.QueueTimeout = config.Duration{Duration: time.Minute}
+		cfg.QueueTimeout = time.Minute
 		p, err := newPool(cfg, nil, time.Now)
 		if err != nil {
 			t.Fatal(err)

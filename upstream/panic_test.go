@@ -28,7 +28,7 @@ func TestPanicThreshold(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := poolCfg("roundrobin", be("a", 1), be("b", 1), be("c", 1), be("d", 1))
-			cfg.Outlier.PanicThreshold = 50
+			cfg.PanicPercent = 50
 			p := mustPool(t, cfg, nil, nil)
 			for _, id := range tc.unhealthy {
 				if id == "a" {

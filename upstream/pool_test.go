@@ -3,21 +3,21 @@ package upstream
 import (
 	"errors"
 	"maps"
+	"slices"
 	"testing"
 	"time"
 
 	"ballast/balance"
-	"ballast/config"
 )
 
 func TestNewPoolErrors(t *testing.T) {
 	tests := []struct {
 		name string
-		cfg  config.Pool
+		cfg  Spec
 	}{
 		{"unknown balancer", poolCfg("nope", be("a", 1))},
 		{"duplicate ID", poolCfg("swrr", be("a", 1), be("a", 2))},
-		{"duplicate address without names", poolCfg("swrr", config.Backend{Address: "x:1", Weight: 1}, config.Backend{Address: "x:1", Weight: 1})},
+		{"no ID", poolCfg("swrr", BackendSpec{Address: "x:1", Weight: 1})},
 		{"negative weight", poolCfg("swrr", be("a", -1))},
 	}
 	for _, tt := range tests {
@@ -171,9 +171,8 @@ func TestStateAndOverrides(t *testing.T) {
 
 func TestReloadKeepsBackends(t *testing.T) {
 	p1 := mustPool(t, poolCfg("swrr", be("a", 1), be("b", 1)), nil, nil)
-	for _, b := range p1.Backends() {
-		b.Transport = "transport-" + b.ID
-	}
+	slot := NewSlot()
+	p1.Attach(slot, func(b *Backend) any { return "transport-" + b.ID })
 	a := p1.Backend("a")
 	held := mustAcquire(t, p1)
 	if held != a {
@@ -189,11 +188,11 @@ func TestReloadKeepsBackends(t *testing.T) {
 	if got := p2.Backend("a"); got != a {
 		t.Fatal("a is a new object after the reload, want the same")
 	}
-	if a.Transport != "transport-a" || a.InFlight() != 1 || a.Requests() != 1 || a.Weight() != 3 {
-		t.Errorf("a after reload: transport %v in flight %d requests %d weight %d", a.Transport, a.InFlight(), a.Requests(), a.Weight())
+	if a.Attachment(slot) != "transport-a" || a.InFlight() != 1 || a.Requests() != 1 || a.Weight() != 3 {
+		t.Errorf("a after reload: attachment %v in flight %d requests %d weight %d", a.Attachment(slot), a.InFlight(), a.Requests(), a.Weight())
 	}
-	if c := p2.Backend("c"); c == nil || c.Transport != nil {
-		t.Errorf("c after reload: %+v, want a new backend without transport", c)
+	if c := p2.Backend("c"); c == nil || c.Attachment(slot) != nil {
+		t.Errorf("c after reload: %+v, want a new backend without attachment", c)
 	}
 	if b := p2.Backend("b"); b == p1.Backend("b") || b.Address != "127.0.0.1:2" || b.State() != StateUp {
 		t.Errorf("b with a new address must be a new backend, up")
@@ -290,7 +289,7 @@ func TestSlowStartRamp(t *testing.T) {
 	const window = 1000 * time.Hour // ramp steps are this/10 apart in real time: never during the test
 	clk := newFakeClock()
 	cfg := poolCfg("swrr", be("a", 1), be("b", 1))
-	cfg.SlowStart = config.Duration{Duration: window}
+	cfg.SlowStart = window
 	p := mustPool(t, cfg, nil, clk)
 	a := p.Backend("a")
 	if a.State() != StateUp || a.EffectiveWeight() != 1 {
@@ -343,7 +342,7 @@ func TestSlowStartRamp(t *testing.T) {
 func TestEjectionEndsThroughSlowStart(t *testing.T) {
 	clk := newFakeClock()
 	cfg := poolCfg("swrr", be("a", 1), be("b", 1))
-	cfg.SlowStart = config.Duration{Duration: 1000 * time.Hour}
+	cfg.SlowStart = 1000 * time.Hour
 	p := mustPool(t, cfg, nil, clk)
 	if err := p.Eject("a", clk.now().Add(100*time.Hour)); err != nil {
 		t.Fatal(err)
@@ -475,24 +474,13 @@ func TestTryAcquireNeverWaits(t *testing.T) {
 	assertIdle(t, p)
 }
 
-func TestCountStatus(t *testing.T) {
-	p := mustPool(t, poolCfg("swrr", be("a", 1)), nil, nil)
-	a := p.Backend("a")
-	for _, code := range []int{200, 204, 404, 503, 0, 99, 600} {
-		a.CountStatus(code)
-	}
-	if got, want := a.Responses(), [6]uint64{3, 0, 2, 0, 1, 1}; got != want {
-		t.Errorf("responses %v, want %v", got, want)
-	}
-}
-
 func TestAccessorsAndBackendInit(t *testing.T) {
 	cfg := poolCfg("sqf", be("a", 1), be("b", 1))
 	cfg.Backends[1].Backup = true
 	cfg.Backends[1].MaxConns = 3
 	cfg.MaxConns, cfg.MaxQueue = 5, 2
-	cfg.QueueTimeout = config.Duration{Duration: time.Second}
-	cfg.SlowStart = config.Duration{Duration: time.Hour}
+	cfg.QueueTimeout = time.Second
+	cfg.SlowStart = time.Hour
 	p := mustPool(t, cfg, nil, nil)
 	if p.Balancer() != "sqf" || p.MaxQueue() != 2 || p.QueueTimeout() != time.Second || p.SlowStart() != time.Hour {
 		t.Errorf("pool accessors: %s %d %v %v", p.Balancer(), p.MaxQueue(), p.QueueTimeout(), p.SlowStart())
@@ -505,13 +493,27 @@ func TestAccessorsAndBackendInit(t *testing.T) {
 		t.Errorf("SetHealthy false: %v, healthy %v", err, a.Healthy())
 	}
 	var inits []string
-	p.SetBackendInit(func(b *Backend) { inits = append(inits, b.ID); b.Transport = "t-" + b.ID })
+	s1, s2 := NewSlot(), NewSlot()
+	p.Attach(s1, func(b *Backend) any { inits = append(inits, b.ID); return "t-" + b.ID })
+	p.Attach(s2, func(b *Backend) any { return "u-" + b.ID })
 	c, err := p.Add(be("c", 1))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(inits) != 3 || c.Transport != "t-c" || a.Transport != "t-a" {
-		t.Errorf("init ran on %v; c transport %v", inits, c.Transport)
+	if len(inits) != 3 || c.Attachment(s1) != "t-c" || a.Attachment(s1) != "t-a" || c.Attachment(s2) != "u-c" {
+		t.Errorf("init ran on %v; c attachments %v %v", inits, c.Attachment(s1), c.Attachment(s2))
+	}
+	p.Attach(s1, func(b *Backend) any { return "again" })
+	if a.Attachment(s1) != "t-a" {
+		t.Errorf("Attach replaced an existing attachment: %v", a.Attachment(s1))
+	}
+	if ap, ok := a.AddrPort(); !ok || ap.String() != "127.0.0.1:1" {
+		t.Errorf("AddrPort of 127.0.0.1:1 = %v %v", ap, ok)
+	}
+	if d, err := p.Add(BackendSpec{ID: "d", Address: "backend.internal:80", Weight: 1}); err != nil {
+		t.Fatal(err)
+	} else if _, ok := d.AddrPort(); ok {
+		t.Error("AddrPort of a host name reports ok")
 	}
 	if c.State() != StateSlowStart || c.MaxConns() != 5 {
 		t.Errorf("added backend: state %v max_conns %d, want slow-start and the pool's 5", c.State(), c.MaxConns())
@@ -525,17 +527,51 @@ func TestAccessorsAndBackendInit(t *testing.T) {
 }
 
 func TestReleaseObserver(t *testing.T) {
-	p := mustPool(t, poolCfg("swrr", be("a", 1)), nil, nil)
 	var got []time.Duration
-	SetReleaseObserver(func(op *Pool, b *Backend, latency time.Duration, failed bool) {
+	var p *Pool
+	cfg := poolCfg("swrr", be("a", 1))
+	cfg.OnRelease = func(op *Pool, b *Backend, latency time.Duration, failed bool) {
 		if op == p && b.ID == "a" && failed {
 			got = append(got, latency)
 		}
-	})
-	defer SetReleaseObserver(nil)
+	}
+	p = mustPool(t, cfg, nil, nil)
+	other := mustPool(t, poolCfg("swrr", be("a", 1)), nil, nil) // no observer: hears nothing
+	other.Release(mustAcquire(t, other), time.Millisecond, true)
 	b := mustAcquire(t, p)
 	p.Release(b, 7*time.Millisecond, true)
 	if len(got) != 1 || got[0] != 7*time.Millisecond {
 		t.Errorf("observer saw %v, want one failed 7ms release", got)
+	}
+}
+
+// Subscribers hear every new snapshot (what a kernel director follows) until they cancel.
+func TestSubscribe(t *testing.T) {
+	p := mustPool(t, poolCfg("swrr", be("a", 1), be("b", 1)), nil, nil)
+	var states []string
+	cancel := p.Subscribe(func(sp *Pool) {
+		if sp != p {
+			t.Errorf("subscriber got pool %p, want %p", sp, p)
+		}
+		states = append(states, sp.Backend("b").State().String())
+	})
+	if err := p.Disable("b"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Add(be("c", 1)); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Enable("b"); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"disabled", "disabled", "up"}; !slices.Equal(states, want) {
+		t.Fatalf("snapshots seen: %v, want %v", states, want)
+	}
+	cancel()
+	if err := p.Disable("b"); err != nil {
+		t.Fatal(err)
+	}
+	if len(states) != 3 {
+		t.Fatalf("heard %d snapshots after cancel", len(states)-3)
 	}
 }

@@ -28,7 +28,7 @@ type grant struct {
 
 type queueCounters struct {
 	queued, dispatched, timedOut, rejected, waitNanos atomic.Uint64
-	noBackend, retries, hedges                        atomic.Uint64
+	noBackend                                         atomic.Uint64
 	waitBuckets                                       [len(QueueWaitBounds) + 1]atomic.Uint64
 }
 
@@ -67,8 +67,6 @@ type QueueStats struct {
 	WaitBuckets [len(QueueWaitBounds) + 1]uint64
 	// NoBackend counts Acquire calls that found no usable backend (503).
 	NoBackend uint64
-	// Retries and Hedges count what the proxy reported with CountRetry and CountHedge.
-	Retries, Hedges uint64
 }
 
 // Queue is the number of requests waiting in the backlog now.
@@ -83,8 +81,6 @@ func (p *Pool) QueueStats() QueueStats {
 		Rejected:   p.stats.rejected.Load(),
 		Wait:       time.Duration(p.stats.waitNanos.Load()),
 		NoBackend:  p.stats.noBackend.Load(),
-		Retries:    p.stats.retries.Load(),
-		Hedges:     p.stats.hedges.Load(),
 	}
 	for k := range st.WaitBuckets {
 		st.WaitBuckets[k] = p.stats.waitBuckets[k].Load()

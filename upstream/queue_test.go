@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"ballast/balance"
-	"ballast/config"
 )
 
 // queuePool is one backend with max_conns 1 and a backlog of maxQueue, with fake timers and a
@@ -16,7 +15,7 @@ func queuePool(t *testing.T, balancer string, maxQueue int) (*Pool, *fakeTimers,
 	cfg := poolCfg(balancer, be("a", 1))
 	cfg.MaxConns = 1
 	cfg.MaxQueue = maxQueue
-	cfg.QueueTimeout = config.Duration{Duration: time.Minute}
+	cfg.QueueTimeout = time.Minute
 	p := mustPool(t, cfg, nil, nil)
 	ft := &fakeTimers{}
 	p.newTimer = ft.newTimer
@@ -290,7 +289,7 @@ func TestReloadWakesOldBacklog(t *testing.T) {
 	p1, _, queued := queuePool(t, "swrr", 4)
 	cfg := poolCfg("swrr", be("a", 1))
 	cfg.MaxConns, cfg.MaxQueue = 1, 4
-	cfg.QueueTimeout = config.Duration{Duration: time.Minute}
+	cfg.QueueTimeout = time.Minute
 	p2 := mustPool(t, cfg, p1, nil)
 	held := mustAcquire(t, p2)
 	w := acquireAsync(t, p1, queued) // an old-pool request arriving during the swap
@@ -316,7 +315,7 @@ func TestReloadWakesOldBacklog(t *testing.T) {
 func TestQueueSkipsWaiterThatTriedTheFreeBackend(t *testing.T) {
 	cfg := poolCfg("swrr", be("a", 1), be("b", 1))
 	cfg.MaxConns, cfg.MaxQueue = 1, 4
-	cfg.QueueTimeout = config.Duration{Duration: time.Minute}
+	cfg.QueueTimeout = time.Minute
 	p := mustPool(t, cfg, nil, nil)
 	p.newTimer = (&fakeTimers{}).newTimer
 	queued := make(chan struct{})

@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"slices"
 	"time"
-
-	"ballast/config"
 )
 
 // ErrUnknownBackend is returned by runtime changes naming an ID the pool does not have.
@@ -83,10 +81,13 @@ func (p *Pool) change(id string, f func(*Backend)) error {
 	return p.rebuildLocked()
 }
 
-// Add puts a new backend at the end of the pool; it ramps through slow start. The function
-// registered with SetBackendInit runs on it before it can be picked.
-func (p *Pool) Add(bc config.Backend) (*Backend, error) {
-	id := backendID(bc)
+// Add puts a new backend at the end of the pool; it ramps through slow start. The planes'
+// attachments (Attach) are made before it can be picked.
+func (p *Pool) Add(bc BackendSpec) (*Backend, error) {
+	id := bc.ID
+	if id == "" {
+		return nil, fmt.Errorf("pool %q: backend %q has no ID", p.Name, bc.Address)
+	}
 	if bc.Weight < 0 {
 		return nil, fmt.Errorf("pool %q: backend %q has negative weight %d", p.Name, id, bc.Weight)
 	}
@@ -100,8 +101,8 @@ func (p *Pool) Add(bc config.Backend) (*Backend, error) {
 		poolMax = int(p.maxConnsDefault)
 	}
 	b := newBackend(id, bc.Address, confFor(bc, poolMax))
-	if p.initHook != nil {
-		p.initHook(b)
+	for s, f := range p.attach {
+		b.setAttachment(s, f(b))
 	}
 	if p.slowStart > 0 {
 		b.rampFrom.Store(p.now().UnixNano())
@@ -200,6 +201,9 @@ func (p *Pool) rebuildLocked() error {
 	}
 	p.scheduleLocked(next, now)
 	p.kick()
+	for _, f := range p.subs {
+		f(p)
+	}
 	return nil
 }
 

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"ballast/balance"
-	"ballast/config"
 )
 
 // Errors Acquire returns; the proxy maps them to responses.
@@ -46,6 +45,8 @@ type Pool struct {
 	newTimer func(time.Duration) (<-chan time.Time, func() bool)
 	// onQueue, when set by a test, runs after a request has entered the backlog.
 	onQueue func()
+	// onRelease is Spec.OnRelease: it hears every Release.
+	onRelease ReleaseObserver
 
 	snap atomic.Pointer[snapshot]
 	qlen atomic.Int64 // waiters in the backlog; read without the lock on the fast path
@@ -62,7 +63,9 @@ type Pool struct {
 	closed   bool
 	prev     *Pool
 	restore  []restore
-	initHook func(*Backend)
+	attach   map[Slot]func(*Backend) any // per-plane attachments for backends Add creates
+	subs     map[int]func(*Pool)
+	nextSub  int
 
 	// qmu guards the backlog list.
 	qmu          sync.Mutex
@@ -82,20 +85,54 @@ type restore struct {
 	index int32
 }
 
-// NewPool builds a pool from its configuration. Backends of prev (may be nil) whose ID appears
-// again are reused with their counters and Transport, so a reload keeps them; when prev has
-// the same name, its backlog counters (QueueStats) carry on in the new pool too.
+// Spec describes a pool: everything upstream needs, in its own terms (config builds it from a
+// file, the admin API from a request). Durations of 0 turn their feature off.
+type Spec struct {
+	Name     string
+	Balancer string // an algorithm name registered in balance
+	// MaxConns is the default per-backend limit of requests in flight; 0 = none.
+	MaxConns int
+	// MaxQueue bounds the backlog; QueueTimeout bounds a wait in it (0 = no limit).
+	MaxQueue     int
+	QueueTimeout time.Duration
+	SlowStart    time.Duration
+	// PanicPercent is outlier.panic_threshold_percent; 0 = never panic.
+	PanicPercent int
+	// MaxInit, TableSize and BalanceFactor are passed to the algorithm (balance.Options).
+	MaxInit       int
+	TableSize     int
+	BalanceFactor float64
+	Backends      []BackendSpec
+	// OnRelease, when set, hears every Release of the pool (the metrics' latency histograms).
+	OnRelease ReleaseObserver
+}
+
+// BackendSpec describes one backend.
+type BackendSpec struct {
+	// ID is the stable identity across reloads (config: the name, else the address).
+	ID string
+	// Address is host:port; a host name is resolved by whoever dials it.
+	Address  string
+	Weight   int
+	Backup   bool
+	Down     bool // configured down
+	MaxConns int  // 0 = the pool's
+}
+
+// NewPool builds a pool from its spec. Backends of prev (may be nil) whose ID appears again
+// are reused with their counters and attachments, so a reload keeps them; when prev has the
+// same name, its backlog counters (QueueStats) carry on in the new pool too.
 //
 // Runtime state of a reused backend (weight override, disabled, draining, health, ejection,
 // slow start) survives the reload; a backend with the same ID but a new address is a new
 // backend. Backends that are new in a reload, or that the configuration brings back up, ramp
 // through slow start. A pool that is built but not installed must be Closed: that hands the
 // reused backends back to prev. Installing the new pool and closing prev completes a reload.
-func NewPool(cfg config.Pool, prev *Pool) (*Pool, error) {
-	return newPool(cfg, prev, time.Now)
+func NewPool(spec Spec, prev *Pool) (*Pool, error) {
+	return newPool(spec, prev, time.Now)
 }
 
-func newPool(cfg config.Pool, prev *Pool, now func() time.Time) (*Pool, error) {
+func newPool(cfg Spec, prev *Pool, now func() time.Time) (*Pool, error) {
 	algo, err := balance.Lookup(cfg.Balancer)
 	if err != nil {
 		return nil, fmt.Errorf("pool %q: %w", cfg.Name, err)
@@ -106,13 +143,14 @@ func newPool(cfg config.Pool, prev *Pool, now func() time.Time) (*Pool, error) {
 		opts: balance.Options{
 			MaxInit:       cfg.MaxInit,
 			TableSize:     cfg.TableSize,
-			BalanceFactor: cfg.HashBalanceFactor,
+			BalanceFactor: cfg.BalanceFactor,
 		},
 		maxConnsDefault: int64(cfg.MaxConns),
 		maxQueue:        cfg.MaxQueue,
-		queueTimeout:    cfg.QueueTimeout.Duration,
-		slowStart:       cfg.SlowStart.Duration,
-		panicPercent:    cfg.Outlier.PanicThreshold,
+		queueTimeout:    cfg.QueueTimeout,
+		slowStart:       cfg.SlowStart,
+		panicPercent:    cfg.PanicPercent,
+		onRelease:       cfg.OnRelease,
 		now:             now,
 		newTimer:        realTimer,
 		prev:            prev,
@@ -133,7 +171,10 @@ func newPool(cfg config.Pool, prev *Pool, now func() time.Time) (*Pool, error) {
 	seen := make(map[string]bool, len(cfg.Backends))
 	var ramped []*Backend // reused backends whose ramp this build starts, undone on failure
 	for _, bc := range cfg.Backends {
-		id := backendID(bc)
+		id := bc.ID
+		if id == "" {
+			return nil, fmt.Errorf("pool %q: backend %q has no ID", cfg.Name, bc.Address)
+		}
 		if seen[id] {
 			return nil, fmt.Errorf("pool %q: backend %q appears twice", cfg.Name, id)
 		}
@@ -183,14 +224,7 @@ func newPool(cfg config.Pool, prev *Pool, now func() time.Time) (*Pool, error) {
 	return p, nil
 }
 
-func backendID(bc config.Backend) string {
-	if bc.Name != "" {
-		return bc.Name
-	}
-	return bc.Address
-}
-
-func confFor(bc config.Backend, poolMaxConns int) *bconf {
+func confFor(bc BackendSpec, poolMaxConns int) *bconf {
 	mc := bc.MaxConns
 	if mc <= 0 {
 		mc = poolMaxConns
@@ -220,12 +254,6 @@ func (p *Pool) acquire(key uint64, tried balance.Tried) (*Backend, error) {
 	}
 	return p.wait(key, tried)
 }
-
-// CountRetry records that the proxy sent a request again to another backend, for the metrics.
-func (p *Pool) CountRetry() { p.stats.retries.Add(1) }
-
-// CountHedge records that the proxy sent a hedged copy of a slow request, for the metrics.
-func (p *Pool) CountHedge() { p.stats.hedges.Add(1) }
 
 // TryAcquire is Acquire without the backlog: when every usable backend is at its limit, or
 // requests are already waiting, it returns ErrBusy at once. Hedged copies use it: a hedge that
@@ -266,7 +294,9 @@ func (p *Pool) try(key uint64, tried *balance.Tried) (*Backend, error) {
 func (p *Pool) Release(b *Backend, latency time.Duration, failed bool) {
 	b.inflight.Add(-1)
 	b.observe(p.now(), latency, failed)
-	NotifyRelease(p, b, latency, failed)
+	if p.onRelease != nil {
+		p.onRelease(p, b, latency, failed)
+	}
 	p.snap.Load().track(b)
 	p.kick()
 	// After a reload the request may have been acquired from the old pool: the pool that
@@ -332,20 +362,42 @@ func (p *Pool) QueueTimeout() time.Duration { return p.queueTimeout }
 // SlowStart is the slow-start window; 0 means off.
 func (p *Pool) SlowStart() time.Duration { return p.slowStart }
 
-// SetBackendInit registers f to run on every backend that Add creates, before it can be picked;
-// the proxy attaches the Transport there. It also runs f now on current backends whose
-// Transport is nil, so it must be called before the pool serves requests.
-func (p *Pool) SetBackendInit(f func(*Backend)) {
+// Attach gives every backend of the pool an attachment in slot s: f runs now on each backend
+// whose slot is empty (a backend reused by a reload keeps its attachment), and later on each
+// backend Add creates, before it can be picked. A data plane calls it before the pool serves its
+// requests; each plane uses its own slot, so planes never overwrite each other's state.
+func (p *Pool) Attach(s Slot, f func(*Backend) any) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.initHook = f
-	if f == nil {
-		return
+	if p.attach == nil {
+		p.attach = map[Slot]func(*Backend) any{}
 	}
+	p.attach[s] = f
 	for _, b := range p.backends {
-		if b.Transport == nil {
-			f(b)
+		if b.Attachment(s) == nil {
+			b.setAttachment(s, f(b))
 		}
+	}
+}
+
+// Subscribe calls f after every new snapshot of the pool (a runtime change, a health
+// verdict, an ejection, a slow-start step), so that a data plane that keeps its own copy of the
+// backend set, such as a kernel map, can follow it. f runs under the pool's writer mutex: it
+// must be quick and must not change the pool. The returned function unsubscribes. A reload
+// builds new pools: a plane subscribes to them again when it is given them (its Swap).
+func (p *Pool) Subscribe(f func(*Pool)) (cancel func()) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.subs == nil {
+		p.subs = map[int]func(*Pool){}
+	}
+	id := p.nextSub
+	p.nextSub++
+	p.subs[id] = f
+	return func() {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		delete(p.subs, id)
 	}
 }
 

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -30,8 +29,7 @@ func runBackend(args []string, stdout, stderr io.Writer) int {
 
 // serveBackend runs the backends until stop is closed; ready, if set, sees the running Server.
 func serveBackend(args []string, stdout, stderr io.Writer, stop <-chan struct{}, ready func(*backend.Server)) int {
-	fs := flag.NewFlagSet("ballast backend", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("ballast backend", stderr)
 	var c backend.Config
 	listen := fs.String("listen", "127.0.0.1:8081", "`address` to listen on (host:port; port 0 picks one)")
 	ports := fs.String("ports", "", "serve one backend per port in the `range` A-B on the --listen host, named NAME-PORT")
@@ -45,11 +43,8 @@ func serveBackend(args []string, stdout, stderr io.Writer, stop <-chan struct{},
 	fs.Float64Var(&c.ResetRate, "reset-rate", 0, "`fraction` of requests answered by resetting the connection")
 	fs.Uint64Var(&c.Seed, "seed", 1, "random `seed` for distributions, errors and resets")
 	fs.BoolVar(&c.Spin, "spin", false, "spin through the last millisecond of service for sub-millisecond latency fidelity (costs CPU)")
-	if err := fs.Parse(args); err != nil {
-		if err == flag.ErrHelp {
-			return 0
-		}
-		return 2
+	if code, ok := parseFlags(fs, args); !ok {
+		return code
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "ballast backend: unexpected argument %q\n", fs.Arg(0))

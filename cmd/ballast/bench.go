@@ -2,13 +2,10 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
-	"strings"
 	"time"
 
 	"golang.org/x/term"
@@ -20,22 +17,15 @@ func init() {
 	register(command{name: "bench", summary: "load generator, ab-compatible flags (-n -c -k -t -R)", run: runBench})
 }
 
-// headerList collects repeated -H flags.
-type headerList []string
-
-func (h *headerList) String() string     { return strings.Join(*h, ", ") }
-func (h *headerList) Set(v string) error { *h = append(*h, v); return nil }
-
 func runBench(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("ballast bench", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("ballast bench", stderr)
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: ballast bench [flags] http://host[:port]/path")
 		fs.PrintDefaults()
 	}
 	var (
 		o       loadgen.Options
-		headers headerList
+		headers stringList
 	)
 	n := fs.Int64("n", 0, "`requests` to perform (default 1 without -t or -d)")
 	fs.IntVar(&o.C, "c", 1, "`concurrency`: workers, one connection each")
@@ -49,11 +39,8 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	asJSON := fs.Bool("json", false, "print exactly one JSON object instead of the report")
 	var rest []string
 	for {
-		if err := fs.Parse(args); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				return 0
-			}
-			return 2
+		if code, ok := parseFlags(fs, args); !ok {
+			return code
 		}
 		if fs.NArg() == 0 {
 			break

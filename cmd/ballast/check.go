@@ -2,7 +2,6 @@ package main
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 
@@ -15,18 +14,14 @@ func init() {
 
 // runCheck prints the normalised configuration (exit 0) or every problem in it (exit 1).
 func runCheck(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("check", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("check", stderr)
 	file := fs.String("c", "ballast.yaml", "configuration `file` to check")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: ballast check [-c FILE]\n\nPrints the configuration with every default written out, or every error in it.")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
+	if code, ok := parseFlags(fs, args); !ok {
+		return code
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "ballast check: unexpected argument %q (the file goes after -c)\n", fs.Arg(0))

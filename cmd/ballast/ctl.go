@@ -33,8 +33,7 @@ Changes apply at once and are runtime overrides. The token defaults to $BALLAST_
 `
 
 func runCtl(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("ctl", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("ctl", stderr)
 	addr := fs.String("admin", admin.DefaultAddress, "admin `URL` or host:port of the running ballast")
 	token := fs.String("token", os.Getenv("BALLAST_TOKEN"), "bearer `token` for changes (admin.token)")
 	timeout := fs.Duration("timeout", 10*time.Second, "give up after this long")
@@ -42,11 +41,8 @@ func runCtl(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprint(stderr, ctlUsage+"\nflags:\n")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
+	if code, ok := parseFlags(fs, args); !ok {
+		return code
 	}
 	rest := fs.Args()
 	if len(rest) == 0 {

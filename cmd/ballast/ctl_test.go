@@ -9,6 +9,7 @@ import (
 
 	"ballast/admin"
 	"ballast/config"
+	"ballast/health"
 	"ballast/upstream"
 )
 
@@ -17,13 +18,15 @@ func ctlTarget(t *testing.T, token string) (string, *upstream.Pool) {
 	t.Helper()
 	pc := config.Pool{Name: "web", Balancer: "roundrobin", Backends: []config.Backend{
 		{Name: "a", Address: "127.0.0.1:1", Weight: 1}, {Name: "b", Address: "127.0.0.1:2", Weight: 1}}}
-	p, err := upstream.NewPool(pc, nil)
+	p, err := upstream.NewPool(pc.Spec(nil), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(p.Close)
 	pl := admin.New(slog.New(slog.DiscardHandler))
-	t.Cleanup(pl.Close)
+	m := health.New(t.Context(), pl.HealthOptions())
+	pl.Watch(m)
+	t.Cleanup(func() { pl.Close(); m.Close() })
 	cfg := &config.Config{Pools: []config.Pool{pc}, Admin: config.Admin{Address: "127.0.0.1:0", Token: token}}
 	if err := pl.Install(cfg, map[string]*upstream.Pool{"web": p}); err != nil {
 		t.Fatal(err)

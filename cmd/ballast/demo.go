@@ -1,8 +1,6 @@
 package main
 
 import (
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os/signal"
@@ -10,6 +8,7 @@ import (
 
 	"ballast/config"
 	"ballast/lab/backend"
+	"ballast/server"
 )
 
 func init() {
@@ -31,8 +30,7 @@ var demoBackends = []demoBackend{
 }
 
 func runDemo(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("demo", stderr)
 	listen := fs.String("listen", "127.0.0.1:8080", "`address` Ballast listens on")
 	balancer := fs.String("balancer", "sqf", "balancing `algorithm`; try roundrobin to see the slow backend hold everyone up")
 	adminAddr := fs.String("admin", "127.0.0.1:9090", "`address` of the status page, runtime API and /metrics (empty: none)")
@@ -41,14 +39,11 @@ func runDemo(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "usage: ballast demo [--listen ADDR] [--balancer NAME] [--admin ADDR]\n\nStarts three emulated backends (fast, medium, slow) in this process and Ballast in front of them.")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
+	if code, ok := parseFlags(fs, args); !ok {
+		return code
 	}
 
-	sigs := notifySignals()
+	sigs := server.NotifySignals()
 	defer signal.Stop(sigs)
 	var servers []*backend.Server
 	defer func() {
@@ -75,13 +70,13 @@ func runDemo(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, err)
 		return 2
 	}
-	logger, level := newLogger(stderr, cfg.Logging)
-	inst, err := startInstance(cfg, "", logger, level)
+	logger, level := server.NewLogger(stderr, cfg.Logging)
+	srv, err := server.Start(cfg, server.Options{Logger: logger, Level: level})
 	if err != nil {
 		fmt.Fprintf(stderr, "ballast demo: %v\n", err)
 		return 1
 	}
-	url := "http://" + inst.listeners[listenerKey(cfg.Listeners[0])].ln.Addr().String() + "/"
+	url := "http://" + srv.Addr(cfg.Listeners[0].Name).String() + "/"
 
 	fmt.Fprintf(stdout, "Ballast demo: three emulated backends, one load balancer (%s).\n\n", *balancer)
 	for i, d := range demoBackends {
@@ -89,7 +84,7 @@ func runDemo(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "  %-7s %-22s %d worker(s) x %-5v = %4.0f req/s\n", d.name, servers[i].Addr(), d.workers, d.service, capacity)
 	}
 	fmt.Fprintf(stdout, "  ballast %-22s %s; X-Ballast-Backend names the backend that answered\n", url, *balancer)
-	if a := inst.ops.Addr(); a != "" {
+	if a := srv.AdminAddr(); a != "" {
 		fmt.Fprintf(stdout, "  status  http://%-15s live per-backend load, weights, drain (and /metrics)\n", a+"/")
 	}
 	fmt.Fprintln(stdout)
@@ -98,5 +93,5 @@ func runDemo(args []string, stdout, stderr io.Writer) int {
 	fmt.Fprintf(stdout, "or with curl 7.84+ (2000 requests, 16 at a time):\n")
 	fmt.Fprintf(stdout, "  curl -s -Z --parallel-max 16 -o /dev/null -w '%%header{x-ballast-backend}\\n' '%s?[1-2000]' 2>/dev/null | sort | uniq -c\n", url)
 	fmt.Fprintf(stdout, "Ctrl-C stops everything.\n")
-	return inst.run(*grace, sigs)
+	return srv.Run(sigs, *grace)
 }

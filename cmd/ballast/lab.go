@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -20,8 +18,7 @@ func init() {
 }
 
 func runLab(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("lab", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("lab", stderr)
 	asJSON := fs.Bool("json", false, "print the results as JSON instead of a table")
 	out := fs.String("out", "", "write results.json, details.json and SVG charts into `dir` (dir/NAME for all)")
 	quick := fs.Bool("quick", false, "shrink counts, durations and sleeps so that each scenario takes under 30 s")
@@ -44,11 +41,8 @@ NAME: %s, or all. See docs/lab.md.
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
 		name, args = args[0], args[1:]
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
+	if code, ok := parseFlags(fs, args); !ok {
+		return code
 	}
 	if name == "" && fs.NArg() > 0 {
 		name = fs.Arg(0)

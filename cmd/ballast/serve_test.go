@@ -19,31 +19,14 @@ import (
 	"testing"
 	"time"
 
-	"ballast/config"
+	"ballast/internal/testbin"
 )
 
 // e2eBin is the ballast binary TestMain builds once; end-to-end tests run it as a real
 // process so that signals, exit codes and output are what an operator sees.
 var e2eBin string
 
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "ballast-e2e-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	e2eBin = filepath.Join(dir, "ballast")
-	build := exec.Command("go", "build", "-o", e2eBin, ".")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "building ballast:", err)
-		os.RemoveAll(dir)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { testbin.Main(m, "ballast/cmd/ballast", &e2eBin) }
 
 // e2eWait bounds every wait for the process; it is a hang detector, not a timing assumption.
 const e2eWait = 30 * time.Second
@@ -496,7 +479,7 @@ func TestServeBadInvocations(t *testing.T) {
 
 // TestQuickFormConfig: the flags become the documented one-pool configuration.
 func TestQuickFormConfig(t *testing.T) {
-	q := quickForm{listen: "127.0.0.1:8080", balancer: "sqf", backends: listFlag{"127.0.0.1:8081", "127.0.0.1:8082"},
+	q := quickForm{listen: "127.0.0.1:8080", balancer: "sqf", backends: stringList{"127.0.0.1:8081", "127.0.0.1:8082"},
 		maxConns: 32, maxQueue: 100, exposeBackend: true}
 	c, err := q.config()
 	if err != nil {
@@ -516,35 +499,6 @@ func TestQuickFormConfig(t *testing.T) {
 	q.maxConns = 0
 	if _, err := q.config(); err == nil || !strings.Contains(err.Error(), "flags: pools[0].max_queue: a backlog queue needs a connection limit") {
 		t.Errorf("max-queue without max-conns: got %v", err)
-	}
-}
-
-// TestFixedOptionsChanged: only options a served listener cannot take on count as changes.
-func TestFixedOptionsChanged(t *testing.T) {
-	base := config.Listener{Name: "a", Address: ":80", MaxHeaderBytes: 8192}
-	tests := []struct {
-		name   string
-		change func(l *config.Listener)
-		want   bool
-	}{
-		{"nothing", func(*config.Listener) {}, false},
-		{"expose_backend applies live", func(l *config.Listener) { l.ExposeBackend = true }, false},
-		{"header limit", func(l *config.Listener) { l.MaxHeaderBytes = 4096 }, true},
-		{"tls added", func(l *config.Listener) { l.TLS = &config.TLS{Cert: "c", Key: "k"} }, true},
-	}
-	for _, tt := range tests {
-		b := base
-		tt.change(&b)
-		if got := fixedOptionsChanged(base, b); got != tt.want {
-			t.Errorf("%s: got %v, want %v", tt.name, got, tt.want)
-		}
-	}
-	withTLS := base
-	withTLS.TLS = &config.TLS{Cert: "c", Key: "k"}
-	same := base
-	same.TLS = &config.TLS{Cert: "c", Key: "k"}
-	if fixedOptionsChanged(withTLS, same) {
-		t.Error("equal TLS settings in different pointers count as a change")
 	}
 }
 

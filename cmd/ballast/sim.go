@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"strings"
@@ -28,8 +27,7 @@ type simJSONResult struct {
 }
 
 func runSim(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("ballast sim", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("ballast sim", stderr)
 	algorithms := fs.String("algorithms", "", "comma-separated algorithms to run (default: every algorithm that needs no hash key)")
 	asJSON := fs.Bool("json", false, "print the results as JSON")
 	fs.Usage = func() {
@@ -42,11 +40,8 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
 		name, args = args[0], args[1:]
 	}
-	if err := fs.Parse(args); err != nil {
-		if err == flag.ErrHelp {
-			return 0
-		}
-		return 2
+	if code, ok := parseFlags(fs, args); !ok {
+		return code
 	}
 	if name == "" && fs.NArg() > 0 {
 		name = fs.Arg(0)

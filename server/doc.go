@@ -1,0 +1,34 @@
+// Package server runs a Ballast instance: it owns the pools, the health monitor, the admin
+// plane, the listening sockets and a list of data planes, and moves them together through
+// start, reload and shutdown.
+//
+// # Data planes
+//
+// A Plane serves some of the configured listeners with the pools the server owns: the HTTP/1
+// proxy (httpproxy) is the first; L4 planes plug in the same way. The server gives each plane
+// every configuration (Swap, first before any Serve, then on each reload) and each of its
+// sockets by listener name (Serve); a plane never matches sockets to listeners by address.
+// Planes keep their per-backend state in their own upstream attachment slot and count what
+// they count themselves (admin.Counters), so they never overwrite one another.
+//
+// # Reload
+//
+// Reload is a transaction: load and validate the file; check that the admin plane accepts it
+// (a listener other hosts can reach keeps its token); build new pools, passing the old ones so
+// that backends keep their counters, connections and runtime overrides; bind new sockets;
+// swap every plane. Any error undoes what was built and the old configuration keeps serving.
+// Then the admin plane and the health monitor follow, the old pools close and removed
+// listeners stop. A listener keeps its socket while its name and address stay the same.
+//
+// # Shutdown
+//
+// Shutdown stops accepting, waits for in-flight work up to the context's deadline, then
+// stops the admin listener and the health monitor (whose context the server owns) and closes
+// the pools.
+//
+// # Concurrency
+//
+// Start, Reload and Shutdown are called from one goroutine (Run's signal loop); the serving
+// goroutines report failures through a channel that Run watches. Addr, AdminAddr and Describe
+// are safe at any time.
+package server
