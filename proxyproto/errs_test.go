@@ -1,0 +1,5 @@
+package proxyproto
+
+import "io"
+
+var errEOF = io.EOF
