@@ -83,12 +83,12 @@ var sigV1 = []byte("PROXY ")
 
 // Errors Parse and Read return. Every one but ErrIncomplete refuses the connection.
 var (
-	ErrIncomplete   = errors.New("proxyproto: incomplete header")
-	ErrNoHeader     = errors.New("proxyproto: no PROXY protocol header")
-	ErrTooLong      = errors.New("proxyproto: header too long")
-	ErrBadV1        = errors.New("proxyproto: malformed v1 header")
-	ErrBadV2        = errors.New("proxyproto: malformed v2 header")
-	ErrUnsupported  = errors.New("proxyproto: unsupported version or command")
+	ErrIncomplete  = errors.New("proxyproto: incomplete header")
+	ErrNoHeader    = errors.New("proxyproto: no PROXY protocol header")
+	ErrTooLong     = errors.New("proxyproto: header too long")
+	ErrBadV1       = errors.New("proxyproto: malformed v1 header")
+	ErrBadV2       = errors.New("proxyproto: malformed v2 header")
+	ErrUnsupported = errors.New("proxyproto: unsupported version or command")
 )
 
 // Append encodes h after dst. A header without usable addresses, and a UDP header in v1 (which
