@@ -31,15 +31,17 @@ func (p *TCP) pipe(client, backend *net.TCPConn, cnt *backendCounters) bool {
 	s.last[0].Store(now)
 	s.last[1].Store(now)
 	errc := make(chan error, 1)
-	go func() { errc <- s.copy(1, &cnt.bytesOut) }() // backend → client
-	err := s.copy(0, &cnt.bytesIn)                   // client → backend
-	if err != nil {
+	go func() { // backend → client
+		err := s.copy(1, &cnt.bytesOut)
+		if err != nil {
+			s.abort()
+		}
+		errc <- err
+	}()
+	if err := s.copy(0, &cnt.bytesIn); err != nil { // client → backend
 		s.abort()
 	}
-	err2 := <-errc
-	if err2 != nil {
-		s.abort()
-	}
+	<-errc
 	return s.idled.Load()
 }
 
