@@ -111,7 +111,7 @@ type TCP struct {
 	counters sync.Map // *upstream.Backend → *backendCounters
 
 	accepted, proxyRefused, noRoute, noBackend, idleClosed atomic.Uint64
-	active                                                atomic.Int64
+	active                                                 atomic.Int64
 
 	mu        sync.Mutex
 	listeners map[net.Listener]struct{}
