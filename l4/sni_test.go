@@ -122,10 +122,10 @@ func TestParseHello(t *testing.T) {
 	}
 	for _, bad := range [][]byte{
 		[]byte("GET / HTTP/1.1\r\n"),
-		{22, 3, 1, 0, 0},             // empty record
-		{22, 3, 1, 0x50, 0},          // record longer than 16 KiB
-		{23, 3, 3, 0, 5, 1, 2, 3, 4}, // application data
-		{22, 3, 1, 0, 4, 2, 0, 0, 0}, // a ServerHello
+		{22, 3, 1, 0, 0},                                       // empty record
+		{22, 3, 1, 0x50, 0},                                    // record longer than 16 KiB
+		{23, 3, 3, 0, 5, 1, 2, 3, 4},                           // application data
+		{22, 3, 1, 0, 4, 2, 0, 0, 0},                           // a ServerHello
 		append([]byte{22, 3, 1, 0, 8, 1, 0, 0, 4}, 3, 3, 0, 0), // truncated body
 	} {
 		if _, err := parseHello(bad); err != errNotHello {
