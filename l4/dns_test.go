@@ -104,6 +104,8 @@ func unbound(t *testing.T, bin, answer string) string {
     pidfile: "%[1]s/unbound.pid"
     use-syslog: no
     logfile: ""
+    verbosity: 1
+    so-reuseport: no
     module-config: "iterator"
     local-zone: "ballast.test." static
     local-data: "www.ballast.test. 60 IN A %[3]s"
@@ -118,16 +120,26 @@ remote-control:
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
 	c := udpClient(t, addr)
 	buf := make([]byte, 512)
-	eventually(t, 15*time.Second, "unbound answering", func() bool {
+	var last string
+	end := time.Now().Add(15 * time.Second)
+	for {
 		c.Write(dnsQuery(1, "www.ballast.test"))
 		c.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
 		n, err := c.Read(buf)
-		if err != nil {
-			return false
+		if err == nil {
+			var a netip.Addr
+			_, a, err = dnsAnswerA(buf[:n])
+			if err == nil && a.String() == answer {
+				break
+			}
+			last = fmt.Sprintf("answer %v, %v", a, err)
+		} else {
+			last = err.Error()
 		}
-		_, a, err := dnsAnswerA(buf[:n])
-		return err == nil && a.String() == answer
-	})
+		if time.Now().After(end) {
+			t.Fatalf("unbound on %s not answering %s after 15s; last: %s", addr, answer, last)
+		}
+	}
 	return addr
 }
 

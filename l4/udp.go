@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"ballast/balance"
@@ -71,6 +72,15 @@ type flow struct {
 	start   time.Time
 	last    atomic.Int64 // unix nanoseconds of the last datagram either way
 	ended   atomic.Bool
+
+	// Until the backend first answers, the flow keeps the datagram that started it, so that
+	// a backend refusing it (ICMP port unreachable) costs the client nothing: the relay sends
+	// it again on a new flow to another backend. local and key and tried serve that new pick.
+	first   []byte
+	local   netip.AddrPort
+	key     uint64
+	tried   balance.Tried
+	replied bool // only the relay goroutine touches first, tried and replied
 }
 
 // NewUDP builds a UDP proxy balancing over pool.
@@ -148,7 +158,7 @@ func (p *UDP) forward(front *net.UDPConn, local, client netip.AddrPort, b []byte
 	f := s.m[client]
 	s.mu.RUnlock()
 	if f == nil {
-		if f = p.newFlow(front, local, client, s, now); f == nil {
+		if f = p.newFlow(front, local, client, s, now, balance.Tried{}, b); f == nil {
 			return
 		}
 	}
@@ -161,8 +171,9 @@ func (p *UDP) forward(front *net.UDPConn, local, client netip.AddrPort, b []byte
 	p.bytesIn.Add(uint64(len(b)))
 }
 
-// newFlow makes the flow for client, or counts the drop and returns nil.
-func (p *UDP) newFlow(front *net.UDPConn, local, client netip.AddrPort, s *flowShard, now int64) *flow {
+// newFlow makes the flow for client, whose first datagram is first, on a backend outside
+// tried, or counts the drop and returns nil.
+func (p *UDP) newFlow(front *net.UDPConn, local, client netip.AddrPort, s *flowShard, now int64, tried balance.Tried, first []byte) *flow {
 	if n := p.nflows.Add(1); n > int64(p.opts.MaxFlows) {
 		p.nflows.Add(-1)
 		p.droppedCap.Add(1)
@@ -176,7 +187,7 @@ func (p *UDP) newFlow(front *net.UDPConn, local, client netip.AddrPort, s *flowS
 		key = uint64(balance.SourceHash(client.Addr()))
 	}
 	// The read loop serves every flow, so it never waits in the backlog queue.
-	b, err := pool.TryAcquire(key, balance.Tried{})
+	b, err := pool.TryAcquire(key, tried)
 	if err != nil {
 		p.nflows.Add(-1)
 		p.droppedNoBackend.Add(1)
@@ -194,7 +205,8 @@ func (p *UDP) newFlow(front *net.UDPConn, local, client netip.AddrPort, s *flowS
 		p.droppedNoBackend.Add(1)
 		return nil
 	}
-	f := &flow{client: client, front: front, back: back, pool: pool, backend: b, start: start}
+	f := &flow{client: client, front: front, back: back, pool: pool, backend: b, start: start,
+		first: append([]byte(nil), first...), local: local, key: key, tried: tried}
 	f.last.Store(now)
 	s.mu.Lock()
 	if old := s.m[client]; old != nil { // a concurrent Serve on another socket won the race
@@ -212,21 +224,58 @@ func (p *UDP) newFlow(front *net.UDPConn, local, client netip.AddrPort, s *flowS
 	return f
 }
 
-// relay copies the backend's replies to the flow's client until the flow ends.
+// relay copies the backend's replies to the flow's client until the flow ends. A backend that
+// refuses the flow before answering is replaced (see flow.first), at most maxUDPAttempts times.
 func (p *UDP) relay(f *flow) {
 	defer p.wg.Done()
 	buf := make([]byte, maxDatagram)
 	for {
 		n, err := f.back.Read(buf)
 		if err != nil {
-			p.end(f, !f.ended.Load()) // refused, or closed by the sweep
+			if f.ended.Load() {
+				return // the sweep or Shutdown ended it
+			}
+			p.end(f, true)
+			if !f.replied && errors.Is(err, syscall.ECONNREFUSED) {
+				p.retry(f)
+			}
 			return
+		}
+		if !f.replied {
+			f.replied, f.first = true, nil
 		}
 		f.last.Store(time.Now().UnixNano())
 		if _, err := f.front.WriteToUDPAddrPort(buf[:n], f.client); err == nil {
 			p.packetsOut.Add(1)
 			p.bytesOut.Add(uint64(n))
 		}
+	}
+}
+
+// maxUDPAttempts bounds the backends one flow's first datagram is offered to.
+const maxUDPAttempts = 3
+
+// retry sends the first datagram of a refused flow again, on a new flow to a backend the
+// client has not tried; nothing has reached a service, so this is safe.
+func (p *UDP) retry(f *flow) {
+	tried := f.tried
+	if i := f.backend.Index(); i < 0 || !tried.Add(i) || tried.Len() >= maxUDPAttempts {
+		return
+	}
+	s := p.shard(f.client)
+	s.mu.RLock()
+	cur := s.m[f.client]
+	s.mu.RUnlock()
+	if cur != nil {
+		return // the client's next datagram has already started a new flow
+	}
+	nf := p.newFlow(f.front, f.local, f.client, s, time.Now().UnixNano(), tried, f.first)
+	if nf == nil {
+		return
+	}
+	p.pool.Load().CountRetry()
+	if _, err := nf.back.Write(f.first); err != nil {
+		p.end(nf, true)
 	}
 }
 
