@@ -175,7 +175,8 @@ func TestUDPFlowCap(t *testing.T) {
 }
 
 // TestUDPBackendRefusing: a backend that refuses (ICMP port unreachable) ends its flow as a
-// failure and is held out; the client's retry reaches the live backend.
+// failure, and the flow's first datagram goes to the next backend: every client gets its
+// answer to a single datagram.
 func TestUDPBackendRefusing(t *testing.T) {
 	dead, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
 	if err != nil {
@@ -186,11 +187,18 @@ func TestUDPBackendRefusing(t *testing.T) {
 	pool := newPool(t, "u", "roundrobin", 0, 0, deadAddr, udpServer(t, "live"))
 	p := NewUDP(UDPOptions{}, pool)
 	addr := startUDP(t, UDPOptions{}, p)
+	buf := make([]byte, 64)
 	for i := range 4 {
 		c := udpClient(t, addr)
-		if got := ask(t, c, "q"); got != "live:q" {
-			t.Fatalf("client %d: %q", i, got)
+		c.Write([]byte("q"))
+		c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		n, err := c.Read(buf)
+		if err != nil || string(buf[:n]) != "live:q" {
+			t.Fatalf("client %d: %q %v", i, buf[:n], err)
 		}
+	}
+	if st := p.Stats(); st.BackendErrors == 0 || pool.QueueStats().Retries == 0 {
+		t.Fatalf("refusal not counted: %+v, retries %d", st, pool.QueueStats().Retries)
 	}
 	eventually(t, 5*time.Second, "dead flows ended", func() bool {
 		return pool.Backend(deadAddr).InFlight() == 0
