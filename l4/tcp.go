@@ -113,11 +113,25 @@ type TCP struct {
 	accepted, proxyRefused, noRoute, noBackend, idleClosed atomic.Uint64
 	active                                                 atomic.Int64
 
+	// mu guards listeners; it is taken by Serve and Shutdown only.
 	mu        sync.Mutex
 	listeners map[net.Listener]struct{}
-	conns     map[*net.TCPConn]struct{}
-	closing   bool
-	wg        sync.WaitGroup
+	// The drain registry: open client connections, sharded so that accepting and closing
+	// connections take no listener-wide lock. open counts them; drained is closed when open
+	// reaches 0 after Shutdown began.
+	closing  atomic.Bool
+	open     atomic.Int64
+	seq      atomic.Uint64
+	registry [connShards]connShard
+	drained  chan struct{}
+	drainOne sync.Once
+}
+
+const connShards = 32
+
+type connShard struct {
+	mu sync.Mutex
+	m  map[uint64]*net.TCPConn
 }
 
 // NewTCP builds a TCP proxy over t.
@@ -125,7 +139,10 @@ func NewTCP(opts TCPOptions, t *Table) *TCP {
 	p := &TCP{
 		opts:      opts.withDefaults(),
 		listeners: make(map[net.Listener]struct{}),
-		conns:     make(map[*net.TCPConn]struct{}),
+		drained:   make(chan struct{}),
+	}
+	for i := range p.registry {
+		p.registry[i].m = make(map[uint64]*net.TCPConn)
 	}
 	p.persist = newPersistTable(p.opts.MaxPersist)
 	p.dialer.Timeout = p.opts.ConnectTimeout
@@ -144,7 +161,7 @@ var ErrClosed = errors.New("l4: proxy shut down")
 // not TCP are refused.
 func (p *TCP) Serve(ln net.Listener) error {
 	p.mu.Lock()
-	if p.closing {
+	if p.closing.Load() {
 		p.mu.Unlock()
 		return ErrClosed
 	}
@@ -159,10 +176,7 @@ func (p *TCP) Serve(ln net.Listener) error {
 	for {
 		c, err := ln.Accept()
 		if err != nil {
-			p.mu.Lock()
-			closing := p.closing
-			p.mu.Unlock()
-			if closing {
+			if p.closing.Load() {
 				return ErrClosed
 			}
 			var ne net.Error
@@ -176,59 +190,75 @@ func (p *TCP) Serve(ln net.Listener) error {
 		}
 		backoff = 0
 		tc, ok := c.(*net.TCPConn)
-		if !ok || !p.track(tc) {
+		if !ok {
+			_ = c.Close()
+			continue
+		}
+		id, ok := p.track(tc)
+		if !ok {
 			_ = c.Close()
 			continue
 		}
 		p.accepted.Add(1)
-		go p.handle(tc)
+		go p.handle(tc, id)
 	}
 }
 
-// track registers an accepted or dialled connection for Shutdown; false once shutting down.
-func (p *TCP) track(c *net.TCPConn) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.closing {
-		return false
+// track registers a client connection for Shutdown; false once shutting down. The counter is
+// raised before closing is read and Shutdown sets closing before it reads the counter, so one
+// of the two always sees the other.
+func (p *TCP) track(c *net.TCPConn) (uint64, bool) {
+	p.open.Add(1)
+	id := p.seq.Add(1)
+	if p.closing.Load() {
+		p.untrack(id)
+		return 0, false
 	}
-	p.conns[c] = struct{}{}
-	p.wg.Add(1)
-	return true
+	s := &p.registry[id%connShards]
+	s.mu.Lock()
+	s.m[id] = c
+	s.mu.Unlock()
+	return id, true
 }
 
-func (p *TCP) untrack(c *net.TCPConn) {
-	p.mu.Lock()
-	delete(p.conns, c)
-	p.mu.Unlock()
-	p.wg.Done()
+func (p *TCP) untrack(id uint64) {
+	s := &p.registry[id%connShards]
+	s.mu.Lock()
+	delete(s.m, id)
+	s.mu.Unlock()
+	if p.open.Add(-1) == 0 && p.closing.Load() {
+		p.drainOne.Do(func() { close(p.drained) })
+	}
 }
 
 // Shutdown stops accepting, then waits for established connections to finish until ctx ends,
-// when it closes those still open and returns ctx's error.
+// when it closes those still open and returns ctx's error once their goroutines have ended
+// (a connection waiting in the backlog queue or connecting ends within queue_timeout or
+// ConnectTimeout).
 func (p *TCP) Shutdown(ctx context.Context) error {
+	p.closing.Store(true)
 	p.mu.Lock()
-	p.closing = true
 	for ln := range p.listeners {
 		_ = ln.Close()
 	}
 	p.mu.Unlock()
-	done := make(chan struct{})
-	go func() {
-		p.wg.Wait()
-		close(done)
-	}()
+	if p.open.Load() == 0 {
+		p.drainOne.Do(func() { close(p.drained) })
+	}
 	select {
-	case <-done:
+	case <-p.drained:
 		return nil
 	case <-ctx.Done():
 	}
-	p.mu.Lock()
-	for c := range p.conns {
-		_ = c.Close()
+	for i := range p.registry {
+		s := &p.registry[i]
+		s.mu.Lock()
+		for _, c := range s.m {
+			_ = c.Close()
+		}
+		s.mu.Unlock()
 	}
-	p.mu.Unlock()
-	<-done
+	<-p.drained
 	return ctx.Err()
 }
 
@@ -266,10 +296,10 @@ func (p *TCP) countersFor(b *upstream.Backend) *backendCounters {
 }
 
 // handle serves one client connection to the end.
-func (p *TCP) handle(c *net.TCPConn) {
+func (p *TCP) handle(c *net.TCPConn, id uint64) {
 	p.active.Add(1)
 	defer p.active.Add(-1)
-	defer p.untrack(c)
+	defer p.untrack(id)
 	defer c.Close()
 
 	src, dst := addrPort(c.RemoteAddr()), addrPort(c.LocalAddr())
@@ -312,11 +342,6 @@ func (p *TCP) handle(c *net.TCPConn) {
 		return
 	}
 	defer bc.Close()
-	if !p.track(bc) {
-		r.Pool.Release(b, connectTime, false)
-		return
-	}
-	defer p.untrack(bc)
 	bcnt := p.countersFor(b)
 	bcnt.conns.Add(1)
 	bcnt.active.Add(1)
