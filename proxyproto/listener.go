@@ -48,6 +48,27 @@ type Conn struct {
 	hdr  Header
 	rest []byte // stream bytes that arrived with the header, served by Read first
 	err  error
+
+	// dmu guards userRead, the read deadline the application set, which the header read
+	// honours (the earlier of it and the listener's timeout) and restores afterwards.
+	dmu      sync.Mutex
+	userRead time.Time
+}
+
+// SetReadDeadline sets the application's read deadline.
+func (c *Conn) SetReadDeadline(t time.Time) error {
+	c.dmu.Lock()
+	defer c.dmu.Unlock()
+	c.userRead = t
+	return c.Conn.SetReadDeadline(t)
+}
+
+// SetDeadline sets the application's read and write deadlines.
+func (c *Conn) SetDeadline(t time.Time) error {
+	c.dmu.Lock()
+	defer c.dmu.Unlock()
+	c.userRead = t
+	return c.Conn.SetDeadline(t)
 }
 
 // Header reads the header if that has not happened yet and returns it.
@@ -58,10 +79,18 @@ func (c *Conn) Header() (Header, error) {
 
 func (c *Conn) readHeader() {
 	var buf [256]byte
-	_ = c.Conn.SetReadDeadline(time.Now().Add(c.ln.timeout))
+	c.dmu.Lock()
+	dl := time.Now().Add(c.ln.timeout)
+	if u := c.userRead; !u.IsZero() && u.Before(dl) {
+		dl = u
+	}
+	_ = c.Conn.SetReadDeadline(dl)
+	c.dmu.Unlock()
 	h, rest, err := Read(c.Conn, buf[:])
 	if err == nil {
-		err = c.Conn.SetReadDeadline(time.Time{})
+		c.dmu.Lock()
+		err = c.Conn.SetReadDeadline(c.userRead)
+		c.dmu.Unlock()
 	}
 	if err != nil {
 		c.err = err

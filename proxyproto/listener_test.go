@@ -179,3 +179,27 @@ func TestListenerFasthttp(t *testing.T) {
 		t.Fatalf("Refused = %d, want 1", ln.Refused())
 	}
 }
+
+// TestListenerKeepsAppDeadline: a read deadline the application set before the first Read
+// bounds the header read and still holds after it.
+func TestListenerKeepsAppDeadline(t *testing.T) {
+	ln := listen(t, 10*time.Second)
+	dial(t, ln.Addr(), "PROXY UNKNOWN\r\n") // then silence
+	sc, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sc.Close()
+	sc.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
+	start := time.Now()
+	_, err = sc.Read(make([]byte, 1))
+	if ne, ok := err.(net.Error); !ok || !ne.Timeout() {
+		t.Fatalf("Read = %v, want the application's timeout", err)
+	}
+	if el := time.Since(start); el > 5*time.Second {
+		t.Fatalf("application deadline lost: Read returned after %v", el)
+	}
+	if ln.Refused() != 0 {
+		t.Fatalf("Refused = %d", ln.Refused())
+	}
+}
