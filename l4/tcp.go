@@ -376,6 +376,9 @@ func (p *TCP) connect(r *Route, src, dst netip.AddrPort) (*upstream.Backend, *ne
 	}
 	var tried balance.Tried
 	for attempt := 0; attempt < p.opts.ConnectAttempts; attempt++ {
+		if attempt > 0 {
+			r.Pool.CountRetry()
+		}
 		var b *upstream.Backend
 		var err error
 		if attempt == 0 && r.Persistence > 0 {
@@ -403,9 +406,6 @@ func (p *TCP) connect(r *Route, src, dst netip.AddrPort) (*upstream.Backend, *ne
 		}
 		if i := b.Index(); i >= 0 {
 			tried.Add(i)
-		}
-		if attempt > 0 || r.Persistence == 0 {
-			r.Pool.CountRetry()
 		}
 	}
 	return nil, nil, 0

@@ -72,6 +72,9 @@ type flow struct {
 	start   time.Time
 	last    atomic.Int64 // unix nanoseconds of the last datagram either way
 	ended   atomic.Bool
+	// rtt is the time from the flow's start to the backend's first reply, the latency the
+	// pool hears at the end (the flow's lifetime would mislead ewma); 0 until a reply.
+	rtt atomic.Int64
 
 	// Until the backend first answers, the flow keeps the datagram that started it, so that
 	// a backend refusing it (ICMP port unreachable) costs the client nothing: the relay sends
@@ -243,6 +246,7 @@ func (p *UDP) relay(f *flow) {
 		}
 		if !f.replied {
 			f.replied, f.first = true, nil
+			f.rtt.Store(int64(time.Since(f.start)))
 		}
 		f.last.Store(time.Now().UnixNano())
 		if _, err := f.front.WriteToUDPAddrPort(buf[:n], f.client); err == nil {
@@ -297,7 +301,11 @@ func (p *UDP) end(f *flow, failed bool) {
 			_ = f.pool.Eject(f.backend.ID, now.Add(connectFailureHoldoff))
 		}
 	}
-	f.pool.Release(f.backend, time.Since(f.start), failed)
+	lat := time.Duration(f.rtt.Load())
+	if lat == 0 {
+		lat = time.Since(f.start) // no reply: as long as the flow waited
+	}
+	f.pool.Release(f.backend, lat, failed)
 	p.nflows.Add(-1)
 }
 
