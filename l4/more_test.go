@@ -121,3 +121,31 @@ func TestTCPSwap(t *testing.T) {
 	c1.Close()
 	eventually(t, 5*time.Second, "old slot released", func() bool { return oldPool.InFlight() == 0 })
 }
+
+// TestTCPStalledReceiverIdles: a client that stops reading while the backend keeps sending
+// ends as idle: nothing is delivered for the timeout, and the backend's slot is freed.
+func TestTCPStalledReceiverIdles(t *testing.T) {
+	wrote := make(chan error, 1)
+	be := tcpServer(t, func(c *net.TCPConn) {
+		buf := make([]byte, 64<<10)
+		for {
+			if _, err := c.Write(buf); err != nil {
+				wrote <- err
+				return
+			}
+		}
+	})
+	pool := newPool(t, "p", "leastconn", 0, 0, be)
+	const idle = 300 * time.Millisecond
+	p, addr := startTCP(t, TCPOptions{IdleTimeout: idle}, Route{Pool: pool})
+	c := dialTCP(t, addr)
+	c.SetReadBuffer(4096)
+	io.ReadFull(c, make([]byte, 1)) // then never read again
+	eventually(t, 10*time.Second, "stalled connection closed as idle", func() bool { return p.Stats().IdleClosed == 1 })
+	select {
+	case <-wrote:
+	case <-time.After(10 * time.Second):
+		t.Fatal("backend still writing into a closed connection")
+	}
+	eventually(t, 5*time.Second, "slot released", func() bool { return pool.InFlight() == 0 })
+}

@@ -358,6 +358,7 @@ func (p *TCP) handle(c *net.TCPConn, id uint64) {
 		if _, err := bc.Write(out); err != nil {
 			return
 		}
+		_ = bc.SetWriteDeadline(time.Time{}) // the pipe sets none: see pipe
 		bcnt.bytesIn.Add(uint64(len(prefix)))
 	}
 	if p.pipe(c, bc, bcnt) {
