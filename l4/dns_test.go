@@ -91,10 +91,13 @@ func dnsAnswerA(b []byte) (uint16, netip.Addr, error) {
 func unbound(t *testing.T, bin, answer string) string {
 	t.Helper()
 	dir := peerDir(t)
-	port := freePort(t, "udp")
-	conf := fmt.Sprintf(`server:
+	cf := filepath.Join(dir, "unbound.conf")
+	buf := make([]byte, 512)
+	port := startPeer(t, "udp", bin, func(port int) []string {
+		conf := fmt.Sprintf(`server:
     interface: 127.0.0.1@%[2]d
     port: %[2]d
+    so-reuseport: no
     do-daemonize: no
     do-ip6: no
     access-control: 127.0.0.0/8 allow
@@ -105,42 +108,29 @@ func unbound(t *testing.T, bin, answer string) string {
     use-syslog: no
     logfile: ""
     verbosity: 1
-    so-reuseport: no
     module-config: "iterator"
     local-zone: "ballast.test." static
     local-data: "www.ballast.test. 60 IN A %[3]s"
 remote-control:
     control-enable: no
 `, dir, port, answer)
-	cf := filepath.Join(dir, "unbound.conf")
-	if err := os.WriteFile(cf, []byte(conf), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	runPeer(t, bin, "-d", "-c", cf)
-	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	c := udpClient(t, addr)
-	buf := make([]byte, 512)
-	var last string
-	end := time.Now().Add(15 * time.Second)
-	for {
+		if err := os.WriteFile(cf, []byte(conf), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return []string{"-d", "-c", cf}
+	}, func(port int) bool {
+		c := udpClient(t, fmt.Sprintf("127.0.0.1:%d", port))
+		defer c.Close()
 		c.Write(dnsQuery(1, "www.ballast.test"))
 		c.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
 		n, err := c.Read(buf)
-		if err == nil {
-			var a netip.Addr
-			_, a, err = dnsAnswerA(buf[:n])
-			if err == nil && a.String() == answer {
-				break
-			}
-			last = fmt.Sprintf("answer %v, %v", a, err)
-		} else {
-			last = err.Error()
+		if err != nil {
+			return false
 		}
-		if time.Now().After(end) {
-			t.Fatalf("unbound on %s not answering %s after 15s; last: %s", addr, answer, last)
-		}
-	}
-	return addr
+		_, a, err := dnsAnswerA(buf[:n])
+		return err == nil && a.String() == answer
+	})
+	return fmt.Sprintf("127.0.0.1:%d", port)
 }
 
 // TestUnboundBehindUDP: DNS queries through the UDP proxy to two unbound instances are
