@@ -165,3 +165,16 @@ func FuzzParseHello(f *testing.F) {
 		}
 	})
 }
+
+// TestTCPSNISilentClient: on a listener with SNI routes, a client that sends nothing within
+// the handshake timeout (a server-speaks-first protocol) goes to the route without SNI.
+func TestTCPSNISilentClient(t *testing.T) {
+	a := newPool(t, "a", "leastconn", 0, 0, tlsServer(t, "a.test"))
+	def := newPool(t, "def", "leastconn", 0, 0, tcpServer(t, named("banner")))
+	_, addr := startTCP(t, TCPOptions{HandshakeTimeout: 200 * time.Millisecond},
+		Route{SNI: []string{"a.test"}, Pool: a}, Route{Pool: def})
+	c := dialTCP(t, addr)
+	if got := readLine(t, c); got != "banner" {
+		t.Fatalf("silent client got %q", got)
+	}
+}

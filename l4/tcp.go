@@ -34,10 +34,12 @@ func NewTable(routes []Route) (*Table, error) {
 		if r.SendProxy > proxyproto.V2 {
 			return nil, errors.New("l4: send_proxy must be v1 or v2")
 		}
+		names := make([]string, len(r.SNI))
 		for k, p := range r.SNI {
-			t.routes[i].SNI[k] = lower(p)
+			names[k] = lower(p)
 			t.needSNI = true
 		}
+		t.routes[i].SNI = names
 	}
 	return t, nil
 }
@@ -323,8 +325,14 @@ func (p *TCP) handle(c *net.TCPConn, id uint64) {
 	if t.needSNI {
 		var err error
 		prefix, name, err = readHello(c, prefix)
-		if err != nil && err != errNotHello {
-			p.noRoute.Add(1) // the client went away or stayed silent before its ClientHello
+		var ne net.Error
+		switch {
+		case err == nil, err == errNotHello:
+		case len(prefix) == 0 && errors.As(err, &ne) && ne.Timeout():
+			// Silent: perhaps a protocol where the server speaks first. Only a route
+			// without SNI can take it.
+		default:
+			p.noRoute.Add(1) // the client went away, or stalled inside its ClientHello
 			return
 		}
 	}

@@ -209,7 +209,10 @@ func (p *UDP) newFlow(front *net.UDPConn, local, client netip.AddrPort, s *flowS
 		return nil
 	}
 	f := &flow{client: client, front: front, back: back, pool: pool, backend: b, start: start,
-		first: append([]byte(nil), first...), local: local, key: key, tried: tried}
+		local: local, key: key, tried: tried}
+	if len(first) <= maxKeptDatagram {
+		f.first = append([]byte(nil), first...)
+	}
 	f.last.Store(now)
 	s.mu.Lock()
 	if old := s.m[client]; old != nil { // a concurrent Serve on another socket won the race
@@ -256,6 +259,10 @@ func (p *UDP) relay(f *flow) {
 	}
 }
 
+// maxKeptDatagram bounds the first datagram a flow keeps for a retry (one Ethernet MTU of
+// payload), so that MaxFlows flows waiting for a first answer hold bounded memory.
+const maxKeptDatagram = 1472
+
 // maxUDPAttempts bounds the backends one flow's first datagram is offered to.
 const maxUDPAttempts = 3
 
@@ -263,6 +270,9 @@ const maxUDPAttempts = 3
 // client has not tried; nothing has reached a service, so this is safe.
 func (p *UDP) retry(f *flow) {
 	tried := f.tried
+	if f.first == nil {
+		return
+	}
 	if i := f.backend.Index(); i < 0 || !tried.Add(i) || tried.Len() >= maxUDPAttempts {
 		return
 	}
