@@ -1,6 +1,7 @@
 package l4
 
 import (
+	"context"
 	"io"
 	"net"
 	"os"
@@ -173,4 +174,8 @@ func countFDs(t testing.TB) int {
 		t.Skipf("no /proc/self/fd: %v", err)
 	}
 	return len(es)
+}
+
+func contextWithTimeout(d time.Duration) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), d)
 }

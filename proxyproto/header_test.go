@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
+	"io"
 	"net/netip"
 	"strings"
 	"testing"
@@ -178,7 +179,7 @@ type chunked struct {
 
 func (c *chunked) Read(p []byte) (int, error) {
 	if c.off == len(c.b) {
-		return 0, errEOF
+		return 0, io.EOF
 	}
 	k := copy(p[:min(len(p), c.n)], c.b[c.off:])
 	c.off += k

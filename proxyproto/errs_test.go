@@ -1,5 +1,0 @@
-package proxyproto
-
-import "io"
-
-var errEOF = io.EOF
