@@ -1,0 +1,43 @@
+// Package l4 is Ballast's layer-4 data plane: a TCP proxy (optionally routing TLS passthrough by
+// the ClientHello's SNI) and a UDP proxy, both balancing over the same upstream.Pool as the L7
+// proxy, so max_conns, the backlog queue, health checks, outlier ejection, slow start, the
+// runtime API and the metrics apply unchanged. In flight means open connections (TCP) or live
+// flows (UDP).
+//
+// # TCP
+//
+// TCP.Serve accepts connections on a listener. Per connection: the PROXY protocol header when
+// TCPOptions.AcceptProxy is set (package proxyproto; missing or malformed → closed and
+// counted), the TLS ClientHello's server name when some route matches on SNI (read into a
+// bounded buffer and forwarded unchanged), the route, the pick (Pool.Acquire with the flow
+// hash as key, which may wait in the backlog), the connect within ConnectTimeout, and on a
+// failed connect a Release as failure and another pick that excludes the backends tried (safe:
+// nothing has reached a backend yet). Then the optional PROXY header to the backend, the bytes
+// already read from the client, and a copy in both directions with io.Copy-style ReadFrom
+// between the two *net.TCPConn, which the kernel runs as splice(2). A FIN in one direction is
+// passed on with CloseWrite and the other direction keeps flowing; the connection ends when
+// both directions have ended, on an error in either, or after IdleTimeout without a byte either
+// way. The backend's slot is released when the connection ends, with the connect time as the
+// latency. Source-IP persistence (Route.Persistence, LVS -p) remembers the backend a client
+// address last used and prefers it while it is usable.
+//
+// The route table is an immutable Table behind an atomic pointer; Swap installs a new one and
+// established connections finish on the pool they started with. Shutdown stops accepting and
+// waits for established connections until its context ends, then closes them.
+//
+// # UDP
+//
+// UDP.Serve reads datagrams from a *net.UDPConn. Each client address and port is a flow with
+// its own connected backend socket, so replies (relayed by the flow's reader goroutine with
+// WriteToUDPAddrPort) return to the right client. A flow holds one in-flight slot from its
+// first datagram (TryAcquire: the read loop never waits; a full pool drops the datagram and
+// counts it) until it has been idle for UDPOptions.IdleTimeout, which a periodic sweep detects
+// from per-flow last-activity atomics. New flows beyond MaxFlows are dropped and counted.
+//
+// # Concurrency
+//
+// All exported methods are safe for concurrent use. The per-connection and per-datagram paths
+// take no global lock: the route table and the pool are read through atomic pointers, counters
+// are atomics, the persistence and flow tables are sharded with a mutex per shard. The
+// per-datagram path of an existing flow allocates nothing.
+package l4

@@ -1,0 +1,104 @@
+package l4
+
+import (
+	"time"
+
+	"ballast/proxyproto"
+	"ballast/upstream"
+)
+
+// The defaults, in one place; a zero option means its default.
+const (
+	DefaultConnectTimeout   = 5 * time.Second
+	DefaultConnectAttempts  = 3
+	DefaultTCPIdleTimeout   = 10 * time.Minute
+	DefaultHandshakeTimeout = 5 * time.Second
+	DefaultUDPIdleTimeout   = 30 * time.Second
+	DefaultMaxFlows         = 65536
+	DefaultMaxPersist       = 65536
+)
+
+// connectFailureHoldoff is how long a backend that refused a connection stays out of rotation,
+// so that the connections behind this one go elsewhere at once: the L7 proxy's rule
+// (lighttpd's disable-time). It never shortens a longer ejection.
+const connectFailureHoldoff = time.Second
+
+// Key says what hash balancers hash for a connection or flow.
+type Key uint8
+
+const (
+	// KeySource hashes the client address alone (balance.SourceHash): a client sticks to a
+	// backend across connections.
+	KeySource Key = iota
+	// KeyFlow hashes the 5-tuple (balance.FlowHash), spreading one client's connections.
+	KeyFlow
+)
+
+// Route sends connections to a pool.
+type Route struct {
+	// SNI lists the server names this route takes ("example.com", or "*.example.com" for any
+	// one label in front); empty matches every connection. Routing by SNI does not terminate TLS.
+	SNI  []string
+	Pool *upstream.Pool
+	// SendProxy prepends a PROXY protocol header to what the backend receives; 0 = none.
+	SendProxy proxyproto.Version
+	// Persistence, when > 0, keeps a client address on the backend it last used for this long
+	// after its last connection started (LVS -p), while that backend is usable.
+	Persistence time.Duration
+	Key         Key
+}
+
+// TCPOptions are one TCP listener's settings.
+type TCPOptions struct {
+	// ConnectTimeout bounds one connect to a backend.
+	ConnectTimeout time.Duration
+	// ConnectAttempts bounds the backends tried for one connection (at most 8).
+	ConnectAttempts int
+	// IdleTimeout closes a connection after this long without a byte in either direction.
+	IdleTimeout time.Duration
+	// AcceptProxy requires a PROXY protocol header (v1 or v2) from every client.
+	AcceptProxy bool
+	// HandshakeTimeout bounds the wait for the PROXY header and the TLS ClientHello.
+	HandshakeTimeout time.Duration
+	// MaxPersist bounds the source-IP persistence table; beyond it no new client is remembered.
+	MaxPersist int
+}
+
+func (o TCPOptions) withDefaults() TCPOptions {
+	if o.ConnectTimeout <= 0 {
+		o.ConnectTimeout = DefaultConnectTimeout
+	}
+	if o.ConnectAttempts <= 0 {
+		o.ConnectAttempts = DefaultConnectAttempts
+	}
+	o.ConnectAttempts = min(o.ConnectAttempts, 8) // balance.Tried holds 7 backends
+	if o.IdleTimeout <= 0 {
+		o.IdleTimeout = DefaultTCPIdleTimeout
+	}
+	if o.HandshakeTimeout <= 0 {
+		o.HandshakeTimeout = DefaultHandshakeTimeout
+	}
+	if o.MaxPersist <= 0 {
+		o.MaxPersist = DefaultMaxPersist
+	}
+	return o
+}
+
+// UDPOptions are one UDP listener's settings.
+type UDPOptions struct {
+	// IdleTimeout ends a flow after this long without a datagram either way.
+	IdleTimeout time.Duration
+	// MaxFlows caps the live flows; datagrams that would start another are dropped and counted.
+	MaxFlows int
+	Key      Key
+}
+
+func (o UDPOptions) withDefaults() UDPOptions {
+	if o.IdleTimeout <= 0 {
+		o.IdleTimeout = DefaultUDPIdleTimeout
+	}
+	if o.MaxFlows <= 0 {
+		o.MaxFlows = DefaultMaxFlows
+	}
+	return o
+}

@@ -1,0 +1,111 @@
+package l4
+
+import (
+	"errors"
+	"io"
+	"net"
+	"os"
+	"sync/atomic"
+	"time"
+)
+
+// chunk is the most one ReadFrom moves before the copy loop records activity and renews the
+// deadlines; it also bounds the bytes a splice holds in its pipe.
+const chunk = 256 << 10
+
+var errIdle = errors.New("idle timeout")
+
+// pipe copies between a client and a backend connection in both directions until both have
+// ended, an error ends one, or neither has moved a byte for the idle timeout. It reports
+// whether the idle timeout closed the connection.
+//
+// Idle detection under splice: each direction renews its read deadline before every ReadFrom
+// of at most chunk bytes, so a direction waiting to read returns at least once per idle period,
+// with the bytes it moved. A direction whose period passed without a byte marks itself quiet;
+// if the other direction's last recorded byte is also older than the timeout, it interrupts
+// the other (read deadline now) so that the other reports what it moved meanwhile; the
+// connection closes when both are quiet and neither moved a byte within the timeout. No write
+// deadline is ever set, because a write timing out inside splice would drop the bytes held in
+// its pipe; a direction stuck writing to a receiver that does not read does not answer the
+// interruption, and when it has not returned a whole period after it, the connection closes
+// as idle too (nothing was delivered for the timeout).
+func (p *TCP) pipe(client, backend *net.TCPConn, cnt *backendCounters) bool {
+	s := &pipeState{c: [2]*net.TCPConn{client, backend}, idle: p.opts.IdleTimeout}
+	now := time.Now().UnixNano()
+	s.last[0].Store(now)
+	s.last[1].Store(now)
+	errc := make(chan error, 1)
+	go func() { // backend → client
+		err := s.copy(1, &cnt.bytesOut)
+		if err != nil {
+			s.abort()
+		}
+		errc <- err
+	}()
+	if err := s.copy(0, &cnt.bytesIn); err != nil { // client → backend
+		s.abort()
+	}
+	<-errc
+	return s.idled.Load()
+}
+
+type pipeState struct {
+	c     [2]*net.TCPConn // 0 = client, 1 = backend; direction d copies c[d] → c[1-d]
+	idle  time.Duration
+	last  [2]atomic.Int64 // unix nanoseconds of the last ReadFrom that moved bytes
+	quiet [2]atomic.Bool  // the direction's last period moved nothing, or it has ended
+	// rounds counts each direction's returns from ReadFrom; poked is the other direction's
+	// rounds when this one last interrupted it, +1 (0 = no interruption pending).
+	rounds [2]atomic.Uint64
+	poked  [2]uint64 // owned by the direction's goroutine
+	idled  atomic.Bool
+}
+
+// abort closes both connections, which ends the other direction's copy at once.
+func (s *pipeState) abort() {
+	_ = s.c[0].Close()
+	_ = s.c[1].Close()
+}
+
+// copy runs direction d to its end: nil after EOF (passed on as a FIN), an error otherwise.
+func (s *pipeState) copy(d int, bytes *atomic.Uint64) error {
+	src, dst, o := s.c[d], s.c[1-d], 1-d
+	lr := io.LimitedReader{R: src}
+	defer s.quiet[d].Store(true)
+	for {
+		_ = src.SetReadDeadline(time.Now().Add(s.idle))
+		lr.N = chunk
+		n, err := dst.ReadFrom(&lr) // *net.TCPConn ← LimitedReader{*net.TCPConn}: splice(2)
+		s.rounds[d].Add(1)
+		now := time.Now().UnixNano()
+		if n > 0 {
+			bytes.Add(uint64(n))
+			s.last[d].Store(now)
+			s.quiet[d].Store(false)
+		}
+		switch {
+		case err == nil && n < chunk: // end of stream: pass the FIN on
+			_ = dst.CloseWrite()
+			return nil
+		case err == nil:
+		case !errors.Is(err, os.ErrDeadlineExceeded):
+			return err
+		case n > 0:
+		case s.idled.Load():
+			return errIdle
+		default:
+			s.quiet[d].Store(true)
+			idleSince := now - int64(s.idle)
+			if s.last[o].Load() > idleSince || s.last[d].Load() > idleSince {
+				continue
+			}
+			if s.quiet[o].Load() || s.poked[d] == s.rounds[o].Load()+1 {
+				s.idled.Store(true) // both quiet, or the other is stuck writing
+				return errIdle
+			}
+			// Ask the other direction to report what it moved since its deadline.
+			s.poked[d] = s.rounds[o].Load() + 1
+			_ = s.c[o].SetReadDeadline(time.Now())
+		}
+	}
+}

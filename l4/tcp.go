@@ -1,0 +1,457 @@
+package l4
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"ballast/balance"
+	"ballast/proxyproto"
+	"ballast/upstream"
+)
+
+// Table is an immutable route table: the first route whose SNI matches takes the connection.
+type Table struct {
+	routes  []Route
+	needSNI bool
+}
+
+// NewTable checks routes and builds a table from them.
+func NewTable(routes []Route) (*Table, error) {
+	t := &Table{routes: append([]Route(nil), routes...)}
+	if len(t.routes) == 0 {
+		return nil, errors.New("l4: a listener needs at least one route")
+	}
+	for i, r := range t.routes {
+		if r.Pool == nil {
+			return nil, errors.New("l4: a route has no pool")
+		}
+		if r.SendProxy > proxyproto.V2 {
+			return nil, errors.New("l4: send_proxy must be v1 or v2")
+		}
+		names := make([]string, len(r.SNI))
+		for k, p := range r.SNI {
+			names[k] = lower(p)
+			t.needSNI = true
+		}
+		t.routes[i].SNI = names
+	}
+	return t, nil
+}
+
+func lower(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if 'A' <= c && c <= 'Z' {
+			b[i] = c + 'a' - 'A'
+		}
+	}
+	return string(b)
+}
+
+// route returns the first route for the server name ("" when the client sent none), or nil.
+func (t *Table) route(name string) *Route {
+	for i := range t.routes {
+		r := &t.routes[i]
+		if len(r.SNI) == 0 {
+			return r
+		}
+		for _, p := range r.SNI {
+			if name != "" && matchSNI(p, name) {
+				return r
+			}
+		}
+	}
+	return nil
+}
+
+// BackendStats are the TCP proxy's own counters for one backend.
+type BackendStats struct {
+	// BytesIn counts bytes from clients to the backend, BytesOut from the backend to clients
+	// (PROXY headers excluded).
+	BytesIn, BytesOut uint64
+	// Conns counts connections established to the backend; Active those open now.
+	Conns  uint64
+	Active int64
+	// ConnectFailures counts connects that failed or timed out.
+	ConnectFailures uint64
+}
+
+type backendCounters struct {
+	bytesIn, bytesOut, conns, connectFailures atomic.Uint64
+	active                                    atomic.Int64
+}
+
+// Stats are the TCP proxy's listener-wide counters.
+type Stats struct {
+	// Accepted counts accepted connections; Active those open now (waiting or forwarding).
+	Accepted uint64
+	Active   int64
+	// ProxyRefused counts connections closed for a missing or malformed PROXY header.
+	ProxyRefused uint64
+	// NoRoute counts connections no route took (no SNI match and no default route).
+	NoRoute uint64
+	// NoBackend counts connections closed because the pool gave no backend (none usable, queue
+	// full or timed out) or every connect attempt failed.
+	NoBackend uint64
+	// IdleClosed counts connections closed by the idle timeout.
+	IdleClosed uint64
+}
+
+// TCP is a layer-4 TCP proxy for one listener's routes.
+type TCP struct {
+	opts    TCPOptions
+	table   atomic.Pointer[Table]
+	persist *persistTable
+	dialer  net.Dialer
+
+	counters sync.Map // *upstream.Backend → *backendCounters
+
+	accepted, proxyRefused, noRoute, noBackend, idleClosed atomic.Uint64
+	active                                                 atomic.Int64
+
+	// mu guards listeners; it is taken by Serve and Shutdown only.
+	mu        sync.Mutex
+	listeners map[net.Listener]struct{}
+	// The drain registry: open client connections, sharded so that accepting and closing
+	// connections take no listener-wide lock. open counts them; drained is closed when open
+	// reaches 0 after Shutdown began.
+	closing  atomic.Bool
+	open     atomic.Int64
+	seq      atomic.Uint64
+	registry [connShards]connShard
+	drained  chan struct{}
+	drainOne sync.Once
+}
+
+const connShards = 32
+
+type connShard struct {
+	mu sync.Mutex
+	m  map[uint64]*net.TCPConn
+}
+
+// NewTCP builds a TCP proxy over t.
+func NewTCP(opts TCPOptions, t *Table) *TCP {
+	p := &TCP{
+		opts:      opts.withDefaults(),
+		listeners: make(map[net.Listener]struct{}),
+		drained:   make(chan struct{}),
+	}
+	for i := range p.registry {
+		p.registry[i].m = make(map[uint64]*net.TCPConn)
+	}
+	p.persist = newPersistTable(p.opts.MaxPersist)
+	p.dialer.Timeout = p.opts.ConnectTimeout
+	p.table.Store(t)
+	return p
+}
+
+// Swap installs a new route table for new connections and returns the old one; established
+// connections finish on the pools they started with.
+func (p *TCP) Swap(t *Table) *Table { return p.table.Swap(t) }
+
+// ErrClosed is returned by Serve after Shutdown.
+var ErrClosed = errors.New("l4: proxy shut down")
+
+// Serve accepts connections on ln until ln fails or Shutdown is called. Connections that are
+// not TCP are refused.
+func (p *TCP) Serve(ln net.Listener) error {
+	p.mu.Lock()
+	if p.closing.Load() {
+		p.mu.Unlock()
+		return ErrClosed
+	}
+	p.listeners[ln] = struct{}{}
+	p.mu.Unlock()
+	defer func() {
+		p.mu.Lock()
+		delete(p.listeners, ln)
+		p.mu.Unlock()
+	}()
+	var backoff time.Duration
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			if p.closing.Load() {
+				return ErrClosed
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() || errors.Is(err, syscall.EMFILE) {
+				// Out of descriptors or the like: wait a little instead of spinning.
+				backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+				time.Sleep(backoff)
+				continue
+			}
+			return err
+		}
+		backoff = 0
+		tc, ok := c.(*net.TCPConn)
+		if !ok {
+			_ = c.Close()
+			continue
+		}
+		id, ok := p.track(tc)
+		if !ok {
+			_ = c.Close()
+			continue
+		}
+		p.accepted.Add(1)
+		go p.handle(tc, id)
+	}
+}
+
+// track registers a client connection for Shutdown; false once shutting down. The counter is
+// raised before closing is read and Shutdown sets closing before it reads the counter, so one
+// of the two always sees the other.
+func (p *TCP) track(c *net.TCPConn) (uint64, bool) {
+	p.open.Add(1)
+	id := p.seq.Add(1)
+	if p.closing.Load() {
+		p.untrack(id)
+		return 0, false
+	}
+	s := &p.registry[id%connShards]
+	s.mu.Lock()
+	s.m[id] = c
+	s.mu.Unlock()
+	return id, true
+}
+
+func (p *TCP) untrack(id uint64) {
+	s := &p.registry[id%connShards]
+	s.mu.Lock()
+	delete(s.m, id)
+	s.mu.Unlock()
+	if p.open.Add(-1) == 0 && p.closing.Load() {
+		p.drainOne.Do(func() { close(p.drained) })
+	}
+}
+
+// Shutdown stops accepting, then waits for established connections to finish until ctx ends,
+// when it closes those still open and returns ctx's error once their goroutines have ended
+// (a connection waiting in the backlog queue or connecting ends within queue_timeout or
+// ConnectTimeout).
+func (p *TCP) Shutdown(ctx context.Context) error {
+	p.closing.Store(true)
+	p.mu.Lock()
+	for ln := range p.listeners {
+		_ = ln.Close()
+	}
+	p.mu.Unlock()
+	if p.open.Load() == 0 {
+		p.drainOne.Do(func() { close(p.drained) })
+	}
+	select {
+	case <-p.drained:
+		return nil
+	case <-ctx.Done():
+	}
+	for i := range p.registry {
+		s := &p.registry[i]
+		s.mu.Lock()
+		for _, c := range s.m {
+			_ = c.Close()
+		}
+		s.mu.Unlock()
+	}
+	<-p.drained
+	return ctx.Err()
+}
+
+// Stats returns the listener-wide counters.
+func (p *TCP) Stats() Stats {
+	return Stats{
+		Accepted:     p.accepted.Load(),
+		Active:       p.active.Load(),
+		ProxyRefused: p.proxyRefused.Load(),
+		NoRoute:      p.noRoute.Load(),
+		NoBackend:    p.noBackend.Load(),
+		IdleClosed:   p.idleClosed.Load(),
+	}
+}
+
+// BackendStats returns this proxy's counters for b (zero if it never connected to b).
+func (p *TCP) BackendStats(b *upstream.Backend) BackendStats {
+	v, ok := p.counters.Load(b)
+	if !ok {
+		return BackendStats{}
+	}
+	c := v.(*backendCounters)
+	return BackendStats{
+		BytesIn: c.bytesIn.Load(), BytesOut: c.bytesOut.Load(), Conns: c.conns.Load(),
+		Active: c.active.Load(), ConnectFailures: c.connectFailures.Load(),
+	}
+}
+
+func (p *TCP) countersFor(b *upstream.Backend) *backendCounters {
+	if v, ok := p.counters.Load(b); ok {
+		return v.(*backendCounters)
+	}
+	v, _ := p.counters.LoadOrStore(b, new(backendCounters))
+	return v.(*backendCounters)
+}
+
+// handle serves one client connection to the end.
+func (p *TCP) handle(c *net.TCPConn, id uint64) {
+	p.active.Add(1)
+	defer p.active.Add(-1)
+	defer p.untrack(id)
+	defer c.Close()
+
+	src, dst := addrPort(c.RemoteAddr()), addrPort(c.LocalAddr())
+	var prefix []byte // client bytes read before forwarding starts
+	t := p.table.Load()
+	if p.opts.AcceptProxy || t.needSNI {
+		_ = c.SetReadDeadline(time.Now().Add(p.opts.HandshakeTimeout))
+	}
+	if p.opts.AcceptProxy {
+		h, rest, err := proxyproto.Read(c, make([]byte, 0, 512))
+		if err != nil {
+			p.proxyRefused.Add(1)
+			return
+		}
+		if h.HasAddrs() {
+			src, dst = h.Src, h.Dst
+		}
+		prefix = rest
+	}
+	name := ""
+	if t.needSNI {
+		var err error
+		prefix, name, err = readHello(c, prefix)
+		var ne net.Error
+		switch {
+		case err == nil, err == errNotHello:
+		case len(prefix) == 0 && errors.As(err, &ne) && ne.Timeout():
+			// Silent: perhaps a protocol where the server speaks first. Only a route
+			// without SNI can take it.
+		default:
+			p.noRoute.Add(1) // the client went away, or stalled inside its ClientHello
+			return
+		}
+	}
+	if p.opts.AcceptProxy || t.needSNI {
+		_ = c.SetReadDeadline(time.Time{})
+	}
+	r := t.route(name)
+	if r == nil {
+		p.noRoute.Add(1)
+		return
+	}
+	b, bc, connectTime := p.connect(r, src, dst)
+	if bc == nil {
+		p.noBackend.Add(1)
+		return
+	}
+	defer bc.Close()
+	bcnt := p.countersFor(b)
+	bcnt.conns.Add(1)
+	bcnt.active.Add(1)
+	defer bcnt.active.Add(-1)
+	defer r.Pool.Release(b, connectTime, false)
+
+	if r.SendProxy != 0 || len(prefix) > 0 {
+		var out []byte
+		if r.SendProxy != 0 {
+			out = proxyproto.Header{Version: r.SendProxy, Transport: proxyproto.TCP, Src: src, Dst: dst}.Append(make([]byte, 0, 64+len(prefix)))
+		}
+		out = append(out, prefix...)
+		_ = bc.SetWriteDeadline(time.Now().Add(p.opts.IdleTimeout))
+		if _, err := bc.Write(out); err != nil {
+			return
+		}
+		_ = bc.SetWriteDeadline(time.Time{}) // the pipe sets none: see pipe
+		bcnt.bytesIn.Add(uint64(len(prefix)))
+	}
+	if p.pipe(c, bc, bcnt) {
+		p.idleClosed.Add(1)
+	}
+}
+
+// connect picks a backend and connects to it, trying other backends after a failed connect.
+// It returns the backend, the connection (nil when none could be had) and the connect time.
+func (p *TCP) connect(r *Route, src, dst netip.AddrPort) (*upstream.Backend, *net.TCPConn, time.Duration) {
+	var key uint64
+	if r.Key == KeyFlow {
+		key = uint64(balance.FlowHash(src.Addr(), dst.Addr(), src.Port(), dst.Port(), 6))
+	} else {
+		key = uint64(balance.SourceHash(src.Addr()))
+	}
+	var tried balance.Tried
+	for attempt := 0; attempt < p.opts.ConnectAttempts; attempt++ {
+		if attempt > 0 {
+			r.Pool.CountRetry()
+		}
+		var b *upstream.Backend
+		var err error
+		if attempt == 0 && r.Persistence > 0 {
+			b, err = p.acquirePersistent(r, src.Addr(), key)
+		} else {
+			b, err = r.Pool.Acquire(key, tried)
+		}
+		if err != nil {
+			return nil, nil, 0
+		}
+		start := time.Now()
+		nc, err := p.dialer.Dial("tcp", b.Address)
+		d := time.Since(start)
+		if err == nil {
+			if r.Persistence > 0 {
+				now := time.Now().UnixNano()
+				p.persist.put(r.Pool.Name, src.Addr(), b.ID, now+int64(r.Persistence), now)
+			}
+			return b, nc.(*net.TCPConn), d
+		}
+		p.countersFor(b).connectFailures.Add(1)
+		r.Pool.Release(b, d, true)
+		if now := time.Now(); !b.EjectedUntil().After(now) {
+			_ = r.Pool.Eject(b.ID, now.Add(connectFailureHoldoff)) // fails only if b was removed
+		}
+		if i := b.Index(); i >= 0 {
+			tried.Add(i)
+		}
+	}
+	return nil, nil, 0
+}
+
+// acquirePersistent acquires the backend src used last in r's pool while it is usable, by a
+// pick that excludes every other backend; otherwise, a normal pick. The exclusion set holds
+// seven backends, so in pools of more than eight the balancer may still choose another.
+func (p *TCP) acquirePersistent(r *Route, src netip.Addr, key uint64) (*upstream.Backend, error) {
+	if id, ok := p.persist.get(r.Pool.Name, src, time.Now().UnixNano()); ok {
+		if b := r.Pool.Backend(id); b != nil && usable(b) {
+			var others balance.Tried
+			for i := 0; i <= 7 && others.Len() < 7; i++ {
+				if i != b.Index() {
+					others.Add(i)
+				}
+			}
+			if got, err := r.Pool.Acquire(key, others); err == nil {
+				return got, nil
+			}
+		}
+	}
+	return r.Pool.Acquire(key, balance.Tried{})
+}
+
+func usable(b *upstream.Backend) bool {
+	s := b.State()
+	return s == upstream.StateUp || s == upstream.StateSlowStart
+}
+
+func addrPort(a net.Addr) netip.AddrPort {
+	if ta, ok := a.(*net.TCPAddr); ok {
+		return ta.AddrPort()
+	}
+	if ua, ok := a.(*net.UDPAddr); ok {
+		return ua.AddrPort()
+	}
+	ap, _ := netip.ParseAddrPort(a.String())
+	return ap
+}
