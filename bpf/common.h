@@ -53,6 +53,7 @@ enum counter {
 	CNT_PASS_NO_NEIGH,
 	CNT_PASS_NO_ROUTE,
 	CNT_NAT_REPLY,
+	CNT_PASS_TOO_BIG,
 	CNT_MAX,
 };
 

@@ -1,7 +1,8 @@
 /* NAT: the director rewrites the destination to the real server (and, on the way back, the
  * source to the VIP), routes with bpf_fib_lookup and keeps the reverse mapping in nat_replies.
- * Ports are not changed. A next hop whose MAC the kernel does not know yet is handed to the
- * kernel already rewritten, so that it resolves the neighbour and forwards (ip_forward=1). */
+ * Ports are not changed. A packet whose next hop MAC the kernel does not know yet, or that is
+ * larger than the egress MTU (a GSO packet in generic XDP), is handed to the kernel already
+ * rewritten, so that it resolves the neighbour or segments and forwards (ip_forward=1). */
 #ifndef BALLAST_NAT_H
 #define BALLAST_NAT_H
 
@@ -27,7 +28,8 @@ static __always_inline int nat_rewrite(struct xdp_md *ctx, struct pkt *p, __u32 
 	fib.ifindex = ctx->ingress_ifindex;
 	int rc = bpf_fib_lookup(ctx, &fib, sizeof(fib), 0);
 
-	if (rc != BPF_FIB_LKUP_RET_SUCCESS && rc != BPF_FIB_LKUP_RET_NO_NEIGH) {
+	if (rc != BPF_FIB_LKUP_RET_SUCCESS && rc != BPF_FIB_LKUP_RET_NO_NEIGH &&
+	    rc != BPF_FIB_LKUP_RET_FRAG_NEEDED) {
 		count(CNT_PASS_NO_ROUTE);
 		return XDP_PASS;
 	}
@@ -46,6 +48,10 @@ static __always_inline int nat_rewrite(struct xdp_md *ctx, struct pkt *p, __u32 
 	l4_csum_replace4(p->l4_check, p->key.proto, from, to);
 	if (rc == BPF_FIB_LKUP_RET_NO_NEIGH) {
 		count(CNT_PASS_NO_NEIGH);
+		return XDP_PASS;
+	}
+	if (rc == BPF_FIB_LKUP_RET_FRAG_NEEDED) {
+		count(CNT_PASS_TOO_BIG);
 		return XDP_PASS;
 	}
 	__u16 old = *(__u16 *)&ip->ttl;

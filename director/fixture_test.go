@@ -326,6 +326,26 @@ func TestNATFixture(t *testing.T) {
 	if got := counter(t, d, "pass_no_neigh"); got != 1 {
 		t.Errorf("pass_no_neigh %d, want 1", got)
 	}
+
+	// Larger than the egress MTU (as a GSO packet in generic XDP is): rewritten, then left to
+	// the kernel to segment or refuse.
+	if err := d.SetVIP(tcp, one); err != nil {
+		t.Fatal(err)
+	}
+	d0, _ := netlink.LinkByIndex(ifindex)
+	if err := netlink.LinkSetMTU(d0, 600); err != nil {
+		t.Fatal(err)
+	}
+	big := frame{src: clientIP, dst: vipAddr, sport: 42000, dport: 80, proto: 6, tcpFlags: 0x10, payload: make([]byte, 1000)}
+	in = big.build()
+	ret, out = runXDP(t, d, in, ifindex)
+	if ret != xdpPass || addrAt(out[30:]) != realAddrs[0] || out[22] != in[22] {
+		t.Errorf("too big: action %d, destination %s, TTL %d; want XDP_PASS rewritten to %s, TTL kept", ret, addrAt(out[30:]), out[22], realAddrs[0])
+	}
+	checkIPv4(t, out[14:])
+	if got := counter(t, d, "pass_too_big"); got != 1 {
+		t.Errorf("pass_too_big %d, want 1", got)
+	}
 }
 
 func must[T any](v T, err error) T {

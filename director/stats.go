@@ -20,6 +20,7 @@ var counterNames = []string{
 	"pass_no_neigh",   // NAT: next hop MAC unknown; rewritten and left to the kernel to forward
 	"pass_no_route",   // NAT: no route to the real server or client
 	"nat_reply",       // NAT: a real server's reply rewritten back to the VIP
+	"pass_too_big",    // NAT: larger than the egress MTU (GSO); rewritten and left to the kernel
 }
 
 // Counters returns the program's packet counters by name (see counterNames in stats.go and
