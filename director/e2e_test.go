@@ -2,9 +2,15 @@ package director
 
 import (
 	"fmt"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/asm"
+	"github.com/cilium/ebpf/link"
+	"github.com/vishvananda/netlink"
 
 	"ballast/config"
 	"ballast/health"
@@ -178,5 +184,56 @@ func TestE2EHealth(t *testing.T) {
 	}
 	if st := vipStats(t, d, v).Reals[1]; st.Slots != 0 {
 		t.Errorf("the down real server still holds %d table slots", st.Slots)
+	}
+}
+
+// TestE2EDRNative: DR with the director attached in native (driver) mode on veth, best
+// effort: as the notes found, native XDP_TX on veth needs an XDP program on the peer and tx
+// checksum offload off on the client. The test skips if the driver refuses native mode.
+func TestE2EDRNative(t *testing.T) {
+	ethtool, err := exec.LookPath("ethtool")
+	if err != nil {
+		t.Skip("skipping: ethtool is not installed (needed to turn tx checksum offload off)")
+	}
+	l := newLab(t, 2, 1500)
+	for _, r := range l.reals {
+		l.realServer(r, realserver.DR)
+		l.serve(r)
+	}
+	pass, err := ebpf.NewProgram(&ebpf.ProgramSpec{
+		Type: ebpf.XDP, License: "GPL",
+		Instructions: asm.Instructions{asm.Mov.Imm(asm.R0, xdpPass), asm.Return()},
+	})
+	must0(t, err)
+	t.Cleanup(func() { pass.Close() })
+	l.in(l.sw, func() {
+		peer, err := netlink.LinkByName("v-director")
+		must0(t, err)
+		lk, err := link.AttachXDP(link.XDPOptions{Program: pass, Interface: peer.Attrs().Index, Flags: link.XDPDriverMode})
+		if err != nil {
+			t.Skipf("skipping: native XDP on veth refused: %v", err)
+		}
+		t.Cleanup(func() { lk.Close() })
+	})
+	l.in(l.client.ns, func() {
+		if out, err := exec.Command(ethtool, "-K", "eth0", "tx", "off").CombinedOutput(); err != nil {
+			t.Fatalf("ethtool -K eth0 tx off: %v: %s", err, out)
+		}
+	})
+	var d *Director
+	l.in(l.director.ns, func() {
+		var err error
+		if d, err = New(Options{Iface: "eth0", Mode: DR, Native: true}); err != nil {
+			t.Skipf("skipping: native XDP attach refused: %v", err)
+		}
+	})
+	t.Cleanup(func() { d.Close() })
+	v := VIP{Addr: labVIP, Port: 80, Proto: TCP}
+	must0(t, d.SetVIP(v, l.realsOf(0, 1)))
+	if seen := l.spread(30); len(seen) != 2 {
+		t.Errorf("30 connections reached %v, want both real servers", seen)
+	}
+	if st := vipStats(t, d, v); st.NewFlows != 30 {
+		t.Errorf("the native program counted %d new flows, want 30", st.NewFlows)
 	}
 }
