@@ -54,7 +54,7 @@ static __always_inline int parse(struct xdp_md *ctx, struct pkt *p)
 	p->tcp_flags = 0;
 	if (ip->protocol == IPPROTO_TCP) {
 		struct tcphdr *th = l4;
-		if ((void *)(th + 1) > data_end || (void *)(th + 1) > (void *)ip + tot)
+		if ((void *)(th + 1) > data_end || (void *)(th + 1) > (void *)ip + tot || th->doff < 5)
 			return CNT_PASS_TRUNCATED;
 		p->key.sport = th->source;
 		p->key.dport = th->dest;

@@ -31,6 +31,7 @@ func TestBadPackets(t *testing.T) {
 		{"TCP header cut short", with(func(b []byte) []byte { return b[:14+20+10] }), "pass_truncated"},
 		{"total length past the frame", with(func(b []byte) []byte { binary.BigEndian.PutUint16(b[16:], 1400); return b }), "pass_truncated"},
 		{"total length shorter than TCP header", with(func(b []byte) []byte { binary.BigEndian.PutUint16(b[16:], 30); return b }), "pass_truncated"},
+		{"TCP data offset below 5", with(func(b []byte) []byte { b[14+20+12] = 4 << 4; return b }), "pass_truncated"},
 		{"IHL below 5", with(func(b []byte) []byte { b[14] = 0x44; return b }), "pass_truncated"},
 		{"IP options", alter(good, func(f *frame) { f.options = []byte{1, 1, 1, 0} }), "pass_ip_options"},
 		{"first fragment (MF)", alter(good, func(f *frame) { f.fragOff = 0x2000 }), "pass_fragment"},

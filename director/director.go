@@ -129,7 +129,10 @@ func (o *Options) defaults() error {
 	if uint64(o.MaxVIPs)*uint64(o.TableSize) > 1<<28 {
 		return fmt.Errorf("director: %d VIPs × table size %d is too large", o.MaxVIPs, o.TableSize)
 	}
-	if h := o.Health; h != nil {
+	if o.Health != nil {
+		hc := *o.Health // defaults go in a copy, not the caller's struct
+		h := &hc
+		o.Health = h
 		if h.Prober == nil {
 			return errors.New("director: health check without a prober")
 		}

@@ -2,6 +2,7 @@ package director
 
 import (
 	"context"
+	"net"
 	"net/netip"
 	"time"
 
@@ -50,13 +51,20 @@ func (s *state) refreshMACs() {
 	if s.d.opts.Mode == NAT || s.d.ifindex == 0 {
 		return
 	}
+	neigh := s.d.neighbours()
 	for _, rs := range s.reals {
 		if rs.static {
 			continue
 		}
-		mac, err := s.d.nextHopMAC(rs.addr, rs.mac == nil)
-		if err != nil {
-			continue // keep the last known MAC
+		var mac net.HardwareAddr
+		if hop, err := s.d.nextHop(rs.addr); err == nil {
+			mac = neigh[hop]
+		}
+		if mac == nil {
+			// Unknown (or forgotten) by the kernel: nudge it to resolve, keep the last MAC.
+			if mac, _ = s.d.nextHopMAC(rs.addr, false); mac == nil {
+				continue
+			}
 		}
 		was := rs.mac
 		rs.mac = mac
