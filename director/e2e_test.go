@@ -46,6 +46,23 @@ func TestE2EDR(t *testing.T) {
 	if st.NewFlows != 31 {
 		t.Errorf("VIP counted %d new flows, want 31", st.NewFlows)
 	}
+
+	// UDP: each real server answers from the VIP (bound to it on lo).
+	for _, r := range l.reals {
+		l.serveUDP(r, 5353)
+	}
+	must0(t, d.SetVIP(VIP{Addr: labVIP, Port: 5353, Proto: UDP}, l.realsOf(0, 1)))
+	udpSeen := map[string]int{}
+	for i := range 20 {
+		name, err := l.askUDP(5353, fmt.Sprintf("q%d", i))
+		if err != nil {
+			t.Fatalf("UDP query %d through the VIP: %v", i, err)
+		}
+		udpSeen[name]++
+	}
+	if len(udpSeen) != 2 {
+		t.Errorf("20 UDP flows reached %v, want both real servers", udpSeen)
+	}
 }
 
 // TestE2ETUN: HTTP through the VIP in TUN mode (tcx decapsulation on the real servers), with

@@ -305,3 +305,47 @@ func routeVia(t *testing.T, dst, gw netip.Addr) {
 	_, n, _ := net.ParseCIDR(dst.String() + "/32")
 	must0(t, netlink.RouteAdd(&netlink.Route{LinkIndex: eth0.Attrs().Index, Dst: n, Gw: gw.AsSlice()}))
 }
+
+// serveUDP answers every datagram to VIP:port with "NAME CLIENT-IP" from the VIP itself.
+func (l *lab) serveUDP(n *node, port int) {
+	var c *net.UDPConn
+	l.in(n.ns, func() {
+		var err error
+		c, err = net.ListenUDP("udp4", net.UDPAddrFromAddrPort(netip.AddrPortFrom(labVIP, uint16(port))))
+		must0(l.t, err)
+	})
+	l.t.Cleanup(func() { c.Close() })
+	go func() {
+		buf := make([]byte, 1500)
+		for {
+			_, from, err := c.ReadFromUDPAddrPort(buf)
+			if err != nil {
+				return
+			}
+			c.WriteToUDPAddrPort([]byte(n.name+" "+from.Addr().String()), from)
+		}
+	}()
+}
+
+// askUDP sends one datagram to VIP:port from the client and returns the answering server.
+func (l *lab) askUDP(port int, msg string) (string, error) {
+	c, err := l.dialer(l.client.ns)(context.Background(), "udp4", netip.AddrPortFrom(labVIP, uint16(port)).String())
+	if err != nil {
+		return "", err
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(3 * time.Second))
+	if _, err := io.WriteString(c, msg); err != nil {
+		return "", err
+	}
+	buf := make([]byte, 1500)
+	k, err := c.Read(buf)
+	if err != nil {
+		return "", err
+	}
+	name, client, _ := strings.Cut(string(buf[:k]), " ")
+	if client != labClient.String() {
+		return "", fmt.Errorf("%s saw the client as %q", name, client)
+	}
+	return name, nil
+}
