@@ -1,7 +1,7 @@
 # Ballast's build and test entry points. `make test` is what CI runs.
 GO ?= go
 
-.PHONY: all build test lint unit bench fuzz-smoke
+.PHONY: all build test lint unit bench fuzz-smoke bpf-check
 
 all: build
 
@@ -26,3 +26,10 @@ bench:
 fuzz-smoke:
 	for f in $$($(GO) test -list 'Fuzz.*' ./balance/ | grep ^Fuzz); do \
 	  $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime 10s ./balance/ || exit 1; done
+
+# bpf-check: regenerate the committed bpf2go output (director, realserver) and fail if it
+# differs from what is committed. Needs clang, llvm and libbpf-dev; skipped without clang.
+bpf-check:
+	@if ! command -v clang >/dev/null; then echo "bpf-check: no clang, skipped"; exit 0; fi; \
+	 $(GO) generate ./director ./realserver && \
+	 git diff --exit-code -- 'director/*_bpfel.*' 'realserver/*_bpfel.*'

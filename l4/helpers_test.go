@@ -21,7 +21,7 @@ func newPool(t testing.TB, name, balancer string, maxConns, maxQueue int, addrs 
 	for _, a := range addrs {
 		c.Backends = append(c.Backends, config.Backend{Name: a, Address: a, Weight: 1})
 	}
-	p, err := upstream.NewPool(c, nil)
+	p, err := upstream.NewPool(c.Spec(nil), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -101,6 +101,8 @@ type Stats struct {
 	NoBackend uint64
 	// IdleClosed counts connections closed by the idle timeout.
 	IdleClosed uint64
+	// Retries counts connect attempts after the first (a refused or timed-out backend).
+	Retries uint64
 }
 
 // TCP is a layer-4 TCP proxy for one listener's routes.
@@ -112,8 +114,8 @@ type TCP struct {
 
 	counters sync.Map // *upstream.Backend → *backendCounters
 
-	accepted, proxyRefused, noRoute, noBackend, idleClosed atomic.Uint64
-	active                                                 atomic.Int64
+	accepted, proxyRefused, noRoute, noBackend, idleClosed, retries atomic.Uint64
+	active                                                          atomic.Int64
 
 	// mu guards listeners; it is taken by Serve and Shutdown only.
 	mu        sync.Mutex
@@ -273,6 +275,7 @@ func (p *TCP) Stats() Stats {
 		NoRoute:      p.noRoute.Load(),
 		NoBackend:    p.noBackend.Load(),
 		IdleClosed:   p.idleClosed.Load(),
+		Retries:      p.retries.Load(),
 	}
 }
 
@@ -386,7 +389,7 @@ func (p *TCP) connect(r *Route, src, dst netip.AddrPort) (*upstream.Backend, *ne
 	var tried balance.Tried
 	for attempt := 0; attempt < p.opts.ConnectAttempts; attempt++ {
 		if attempt > 0 {
-			r.Pool.CountRetry()
+			p.retries.Add(1)
 		}
 		var b *upstream.Backend
 		var err error

@@ -35,6 +35,8 @@ type UDPStats struct {
 	DroppedNoBackend uint64
 	// BackendErrors counts flows ended because their backend socket failed (e.g. refused).
 	BackendErrors uint64
+	// Retries counts flows moved to another backend after theirs refused the first datagram.
+	Retries uint64
 	// PacketsIn, BytesIn count datagrams from clients forwarded to backends; PacketsOut,
 	// BytesOut replies relayed to clients.
 	PacketsIn, BytesIn, PacketsOut, BytesOut uint64
@@ -48,8 +50,8 @@ type UDP struct {
 	shards [flowShards]flowShard
 	nflows atomic.Int64
 
-	created, expired, droppedCap, droppedNoBackend, backendErrors atomic.Uint64
-	packetsIn, bytesIn, packetsOut, bytesOut                      atomic.Uint64
+	created, expired, droppedCap, droppedNoBackend, backendErrors, retries atomic.Uint64
+	packetsIn, bytesIn, packetsOut, bytesOut                               atomic.Uint64
 
 	mu     sync.Mutex
 	conns  map[*net.UDPConn]struct{}
@@ -107,8 +109,8 @@ func (p *UDP) Stats() UDPStats {
 	return UDPStats{
 		Flows: p.nflows.Load(), Created: p.created.Load(), Expired: p.expired.Load(),
 		DroppedCap: p.droppedCap.Load(), DroppedNoBackend: p.droppedNoBackend.Load(),
-		BackendErrors: p.backendErrors.Load(),
-		PacketsIn:     p.packetsIn.Load(), BytesIn: p.bytesIn.Load(),
+		BackendErrors: p.backendErrors.Load(), Retries: p.retries.Load(),
+		PacketsIn: p.packetsIn.Load(), BytesIn: p.bytesIn.Load(),
 		PacketsOut: p.packetsOut.Load(), BytesOut: p.bytesOut.Load(),
 	}
 }
@@ -287,7 +289,7 @@ func (p *UDP) retry(f *flow) {
 	if nf == nil {
 		return
 	}
-	p.pool.Load().CountRetry()
+	p.retries.Add(1)
 	if _, err := nf.back.Write(f.first); err != nil {
 		p.end(nf, true)
 	}

@@ -1,0 +1,117 @@
+/* Types, constants and counters shared by every part of the director and by the Go loader
+ * (bpf2go turns the structs below into Go types). Addresses and ports are kept in network byte
+ * order everywhere, as they sit in the packet; only the flow hash converts them. */
+#ifndef BALLAST_COMMON_H
+#define BALLAST_COMMON_H
+
+#include <linux/types.h>
+#include <linux/bpf.h>
+#include <linux/if_ether.h>
+#include <linux/ip.h>
+#include <linux/in.h>
+#include <linux/tcp.h>
+#include <linux/udp.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_endian.h>
+
+/* FLOW_SEED is balance.FlowSeed: Go and BPF hash a flow the same way. */
+#define FLOW_SEED 0x8badf00d
+
+#define AF_INET 2
+#define IP_MF 0x2000
+#define IP_OFFSET 0x1fff
+#define TUN_TTL 64
+
+enum mode {
+	MODE_DR = 1,  /* rewrite the destination MAC, send back out */
+	MODE_TUN = 2, /* IPIP-encapsulate to the real server */
+	MODE_NAT = 3, /* DNAT to the real server, SNAT replies back to the VIP */
+};
+
+/* vip_meta.flags */
+#define VIP_F_DOWN_MOVE 1   /* established flows of a down real server are re-picked */
+#define VIP_F_SOURCE_HASH 2 /* new flows are placed by client address alone */
+
+/* real_def.flags */
+#define REAL_F_DOWN 1 /* health checks say down: no new flows, established per VIP_F_DOWN_MOVE */
+
+/* conn.flags */
+#define CONN_F_CLOSING 1 /* a FIN or RST was seen from the client */
+
+/* Why a packet was passed to the kernel or dropped without being balanced. The Go side names
+ * these in the same order (director/counters.go). */
+enum counter {
+	CNT_PASS_NOT_IPV4,
+	CNT_PASS_TRUNCATED,
+	CNT_PASS_IP_OPTIONS,
+	CNT_PASS_FRAGMENT,
+	CNT_PASS_NOT_L4,
+	CNT_PASS_TTL,
+	CNT_PASS_NOT_VIP,
+	CNT_DROP_NO_REAL,
+	CNT_DROP_ENCAP,
+	CNT_PASS_NO_NEIGH,
+	CNT_PASS_NO_ROUTE,
+	CNT_NAT_REPLY,
+	CNT_PASS_TOO_BIG,
+	CNT_MAX,
+};
+
+struct vip_key {
+	__u32 addr;
+	__u16 port;
+	__u8 proto;
+	__u8 pad;
+};
+
+struct vip_meta {
+	__u32 id;        /* index into vip_stats */
+	__u32 ring_base; /* first slot of this VIP's Maglev table in ring */
+	__u32 ring_size; /* 0: no usable real server, drop */
+	__u8 mode;
+	__u8 flags;
+	__u16 pad;
+};
+
+struct real_def {
+	__u32 addr;
+	__u8 mac[6]; /* next hop towards the real server (DR, TUN) */
+	__u8 flags;
+	__u8 pad;
+};
+
+struct flow_key {
+	__u32 src;
+	__u32 dst;
+	__u16 sport;
+	__u16 dport;
+	__u8 proto;
+	__u8 pad[3];
+};
+
+struct conn {
+	__u32 real_id;
+	__u32 flags;
+	__u64 seen_ns;
+};
+
+struct nat_origin {
+	__u32 vip_addr;
+	__u16 vip_port;
+	__u16 pad;
+};
+
+struct traffic {
+	__u64 packets;
+	__u64 bytes;
+	__u64 new_flows;
+	__u64 drops;
+};
+
+struct director_config {
+	__u32 source; /* outer source address of TUN packets */
+	__u8 mac[6];  /* the director's own MAC, source of every frame it sends */
+	__u16 pad;
+};
+
+#endif

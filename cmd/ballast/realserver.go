@@ -1,0 +1,79 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"net/netip"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"ballast/realserver"
+)
+
+func init() {
+	register(command{name: "realserver", summary: "prepare this host as a DR or TUN real server of the XDP director, until stopped", run: runRealserver})
+}
+
+func runRealserver(args []string, stdout, stderr io.Writer) int {
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sig)
+	stop := make(chan struct{})
+	go func() {
+		<-sig
+		close(stop)
+	}()
+	return serveRealserver(args, stdout, stderr, stop)
+}
+
+// serveRealserver prepares the host, holds it prepared until stop is closed, then undoes it.
+func serveRealserver(args []string, stdout, stderr io.Writer, stop <-chan struct{}) int {
+	fs := flag.NewFlagSet("ballast realserver", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var o realserver.Options
+	fs.Func("vip", "a VIP `address` (IPv4) this host serves; repeat for more", func(s string) error {
+		a, err := netip.ParseAddr(s)
+		if err != nil || !a.Is4() {
+			return fmt.Errorf("%q is not an IPv4 address", s)
+		}
+		o.VIPs = append(o.VIPs, a)
+		return nil
+	})
+	mode := fs.String("mode", "dr", "how the director reaches this host: `dr` or tun")
+	fs.StringVar(&o.Iface, "iface", "", "`interface` the director's packets arrive on (required for tun)")
+	if err := fs.Parse(args); err != nil {
+		if err == flag.ErrHelp {
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "ballast realserver: unexpected argument %q\n", fs.Arg(0))
+		return 2
+	}
+	o.Mode = realserver.Mode(*mode)
+	rs, err := realserver.Setup(o)
+	if err != nil {
+		fmt.Fprintf(stderr, "ballast realserver: %v\n", err)
+		return 1
+	}
+	vips := make([]string, len(o.VIPs))
+	for i, v := range o.VIPs {
+		vips[i] = v.String()
+	}
+	what := "VIPs " + strings.Join(vips, ", ") + " on lo, arp_ignore=1, arp_announce=2"
+	if o.Mode == realserver.TUN {
+		what += ", IPIP decapsulation on " + o.Iface + " (tcx ingress)"
+	}
+	fmt.Fprintf(stdout, "ballast realserver: ready: %s; stop with SIGTERM or SIGINT to undo\n", what)
+	<-stop
+	if err := rs.Close(); err != nil {
+		fmt.Fprintf(stderr, "ballast realserver: undoing: %v\n", err)
+		return 1
+	}
+	fmt.Fprintln(stdout, "ballast realserver: undone")
+	return 0
+}

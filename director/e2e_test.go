@@ -1,0 +1,256 @@
+package director
+
+import (
+	"fmt"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/asm"
+	"github.com/cilium/ebpf/link"
+	"github.com/vishvananda/netlink"
+
+	"ballast/config"
+	"ballast/health"
+	"ballast/realserver"
+)
+
+// TestE2EDR: HTTP through the VIP in DR mode; the real servers see the client's address and
+// no response byte crosses the director.
+func TestE2EDR(t *testing.T) {
+	l := newLab(t, 2, 1500)
+	for _, r := range l.reals {
+		l.realServer(r, realserver.DR)
+		l.serve(r)
+	}
+	d := l.newDirector(Options{Mode: DR})
+	v := VIP{Addr: labVIP, Port: 80, Proto: TCP}
+	must0(t, d.SetVIP(v, l.realsOf(0, 1)))
+
+	seen := l.spread(30)
+	if len(seen) != 2 {
+		t.Errorf("30 connections reached %v, want both real servers", seen)
+	}
+	const size = 2 << 20
+	before := l.rxBytes()
+	body, err := l.get(fmt.Sprintf("/bytes?n=%d", size))
+	if err != nil || len(body) != size {
+		t.Fatalf("download: %d bytes, %v", len(body), err)
+	}
+	if crossed := l.rxBytes() - before; crossed > size/4 {
+		t.Errorf("the director received %d bytes during a %d-byte download: the response went through it", crossed, size)
+	}
+	st := vipStats(t, d, v)
+	if st.NewFlows != 31 {
+		t.Errorf("VIP counted %d new flows, want 31", st.NewFlows)
+	}
+
+	// UDP: each real server answers from the VIP (bound to it on lo).
+	for _, r := range l.reals {
+		l.serveUDP(r, 5353)
+	}
+	must0(t, d.SetVIP(VIP{Addr: labVIP, Port: 5353, Proto: UDP}, l.realsOf(0, 1)))
+	udpSeen := map[string]int{}
+	for i := range 20 {
+		name, err := l.askUDP(5353, fmt.Sprintf("q%d", i))
+		if err != nil {
+			t.Fatalf("UDP query %d through the VIP: %v", i, err)
+		}
+		udpSeen[name]++
+	}
+	if len(udpSeen) != 2 {
+		t.Errorf("20 UDP flows reached %v, want both real servers", udpSeen)
+	}
+}
+
+// TestE2ETUN: HTTP through the VIP in TUN mode (tcx decapsulation on the real servers), with
+// an upload that fills whole segments: the tunnel path has MTU 1600.
+func TestE2ETUN(t *testing.T) {
+	l := newLab(t, 2, 1600)
+	for _, r := range l.reals {
+		l.realServer(r, realserver.TUN)
+		l.serve(r)
+	}
+	d := l.newDirector(Options{Mode: TUN})
+	must0(t, d.SetVIP(VIP{Addr: labVIP, Port: 80, Proto: TCP}, l.realsOf(0, 1)))
+
+	if seen := l.spread(30); len(seen) != 2 {
+		t.Errorf("30 connections reached %v, want both real servers", seen)
+	}
+	const size = 200 << 10
+	resp, err := l.http.Post("http://"+labVIP.String()+"/", "application/octet-stream", strings.NewReader(strings.Repeat("u", size)))
+	if err != nil {
+		t.Fatalf("upload through the tunnel: %v", err)
+	}
+	defer resp.Body.Close()
+	var name, client string
+	var got int
+	fmt.Fscan(resp.Body, &name, &client, &got)
+	if got != size || client != labClient.String() {
+		t.Errorf("upload: real server %s read %d bytes from %s, want %d from %s", name, got, client, size, labClient)
+	}
+}
+
+// TestE2ENAT: HTTP through the VIP in NAT mode; replies route through the director, which
+// rewrites them back to the VIP.
+func TestE2ENAT(t *testing.T) {
+	l := newLab(t, 2, 1500)
+	for _, r := range l.reals {
+		l.serve(r)
+		l.in(r.ns, func() {
+			routeVia(t, labClient, labDirector)
+		})
+	}
+	for _, k := range []string{"net/ipv4/ip_forward", "net/ipv4/conf/all/send_redirects", "net/ipv4/conf/eth0/send_redirects"} {
+		v := "0"
+		if k == "net/ipv4/ip_forward" {
+			v = "1"
+		}
+		l.sysctl(l.director.ns, k, v)
+	}
+	d := l.newDirector(Options{Mode: NAT})
+	v := VIP{Addr: labVIP, Port: 80, Proto: TCP}
+	must0(t, d.SetVIP(v, l.realsOf(0, 1)))
+
+	if seen := l.spread(30); len(seen) != 2 {
+		t.Errorf("30 connections reached %v, want both real servers", seen)
+	}
+	body, err := l.get("/bytes?n=300000")
+	if err != nil || len(body) != 300000 {
+		t.Fatalf("download: %d bytes, %v", len(body), err)
+	}
+	c, _ := d.Counters()
+	if c["nat_reply"] == 0 {
+		t.Errorf("no reply was rewritten by the program: %v", c)
+	}
+}
+
+// TestE2EFlowsSurviveChanges: keep-alive connections keep their real server while real
+// servers are added and removed; new connections follow the new set.
+func TestE2EFlowsSurviveChanges(t *testing.T) {
+	l := newLab(t, 3, 1500)
+	for _, r := range l.reals {
+		l.realServer(r, realserver.DR)
+		l.serve(r)
+	}
+	d := l.newDirector(Options{Mode: DR})
+	v := VIP{Addr: labVIP, Port: 80, Proto: TCP}
+	must0(t, d.SetVIP(v, l.realsOf(0, 1)))
+
+	conns := make([]*persistent, 12)
+	first := make([]string, len(conns))
+	for i := range conns {
+		conns[i] = l.open()
+		var err error
+		if first[i], err = conns[i].ask(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	check := func(what string) {
+		t.Helper()
+		for i, c := range conns {
+			name, err := c.ask()
+			if err != nil || name != first[i] {
+				t.Errorf("%s: connection %d answered by %q (%v), was %s", what, i, name, err, first[i])
+			}
+		}
+	}
+	must0(t, d.SetVIP(v, l.realsOf(0, 1, 2)))
+	check("after adding real2")
+	if seen := l.spread(30); seen["real2"] == 0 {
+		t.Errorf("no new connection reached the added real server: %v", seen)
+	}
+	must0(t, d.SetVIP(v, l.realsOf(1, 2)))
+	check("after removing real0")
+	if seen := l.spread(30); seen["real0"] != 0 {
+		t.Errorf("new connections reached the removed real server: %v", seen)
+	}
+}
+
+// TestE2EHealth: a killed real server is taken out by the director's TCP health checks (the
+// health package's prober) and new connections go to the others.
+func TestE2EHealth(t *testing.T) {
+	l := newLab(t, 3, 1500)
+	for _, r := range l.reals {
+		l.realServer(r, realserver.DR)
+		l.serve(r)
+	}
+	prober, err := health.NewProber(config.HealthCheck{Type: "tcp"})
+	must0(t, err)
+	d := l.newDirector(Options{Mode: DR, Health: &HealthCheck{
+		Prober: prober, Interval: 50 * time.Millisecond, Timeout: 200 * time.Millisecond, Rise: 1, Fall: 2,
+	}})
+	v := VIP{Addr: labVIP, Port: 80, Proto: TCP}
+	must0(t, d.SetVIP(v, l.realsOf(0, 1, 2)))
+	if seen := l.spread(30); seen["real1"] == 0 {
+		t.Fatalf("real1 took no connection before being killed: %v", seen)
+	}
+
+	l.reals[1].srv.Close()
+	deadline := time.Now().Add(5 * time.Second)
+	for vipStats(t, d, v).Reals[1].State != StateDown {
+		if time.Now().After(deadline) {
+			t.Fatalf("real1 still %s 5 s after it was killed", vipStats(t, d, v).Reals[1].State)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if seen := l.spread(40); seen["real1"] != 0 || seen["real0"] == 0 || seen["real2"] == 0 {
+		t.Errorf("after real1 went down, 40 connections reached %v", seen)
+	}
+	if st := vipStats(t, d, v).Reals[1]; st.Slots != 0 {
+		t.Errorf("the down real server still holds %d table slots", st.Slots)
+	}
+}
+
+// TestE2EDRNative: DR with the director attached in native (driver) mode on veth, best
+// effort: as the notes found, native XDP_TX on veth needs an XDP program on the peer and tx
+// checksum offload off on the client. The test skips if the driver refuses native mode.
+func TestE2EDRNative(t *testing.T) {
+	ethtool, err := exec.LookPath("ethtool")
+	if err != nil {
+		t.Skip("skipping: ethtool is not installed (needed to turn tx checksum offload off)")
+	}
+	l := newLab(t, 2, 1500)
+	for _, r := range l.reals {
+		l.realServer(r, realserver.DR)
+		l.serve(r)
+	}
+	pass, err := ebpf.NewProgram(&ebpf.ProgramSpec{
+		Type: ebpf.XDP, License: "GPL",
+		Instructions: asm.Instructions{asm.Mov.Imm(asm.R0, xdpPass), asm.Return()},
+	})
+	must0(t, err)
+	t.Cleanup(func() { pass.Close() })
+	l.in(l.sw, func() {
+		peer, err := netlink.LinkByName("v-director")
+		must0(t, err)
+		lk, err := link.AttachXDP(link.XDPOptions{Program: pass, Interface: peer.Attrs().Index, Flags: link.XDPDriverMode})
+		if err != nil {
+			t.Skipf("skipping: native XDP on veth refused: %v", err)
+		}
+		t.Cleanup(func() { lk.Close() })
+	})
+	l.in(l.client.ns, func() {
+		if out, err := exec.Command(ethtool, "-K", "eth0", "tx", "off").CombinedOutput(); err != nil {
+			t.Fatalf("ethtool -K eth0 tx off: %v: %s", err, out)
+		}
+	})
+	var d *Director
+	l.in(l.director.ns, func() {
+		var err error
+		if d, err = New(Options{Iface: "eth0", Mode: DR, Native: true}); err != nil {
+			t.Skipf("skipping: native XDP attach refused: %v", err)
+		}
+	})
+	t.Cleanup(func() { d.Close() })
+	v := VIP{Addr: labVIP, Port: 80, Proto: TCP}
+	must0(t, d.SetVIP(v, l.realsOf(0, 1)))
+	if seen := l.spread(30); len(seen) != 2 {
+		t.Errorf("30 connections reached %v, want both real servers", seen)
+	}
+	if st := vipStats(t, d, v); st.NewFlows != 30 {
+		t.Errorf("the native program counted %d new flows, want 30", st.NewFlows)
+	}
+}
