@@ -192,7 +192,10 @@ func markTried(t *balance.Tried, b *upstream.Backend) {
 	}
 }
 
-// retryable reports whether a failed attempt may be tried again on another backend.
+// retryable reports whether a failed attempt may be tried again on another backend. A request
+// that may have reached the backend (errClosed: some of it was sent) is replayed only if it is
+// idempotent (RFC 9110 §9.2.2), whatever retries.non_idempotent says: a backend that crashed
+// after receiving a POST may have acted on it.
 func (ps *poolState) retryable(a *attempt, h *fasthttp.RequestHeader, bodyUntouched bool) bool {
 	if !bodyUntouched {
 		return false
@@ -200,10 +203,20 @@ func (ps *poolState) retryable(a *attempt, h *fasthttp.RequestHeader, bodyUntouc
 	switch a.class {
 	case errConnect:
 		return true
-	case errClosed, errStale:
+	case errStale:
 		return ps.nonIdempotent || idempotent(h)
+	case errClosed:
+		return idempotent(h)
 	}
 	return false
+}
+
+// retryFresh reports whether a failure on a pooled connection is the keep-alive race (the
+// backend closed the connection as the request went out) rather than the backend's fault, so
+// the request may go out again on a new connection to the same pool without counting as an
+// attempt: when nothing of it was sent, or when it is idempotent.
+func retryFresh(a *attempt, h *fasthttp.RequestHeader) bool {
+	return a.reused && (a.class == errStale || a.class == errClosed && idempotent(h))
 }
 
 // connectFailureHoldoff is how long a backend that refused a connection stays out of rotation:
@@ -276,8 +289,11 @@ func (ls *listenerState) forward(ctx *fasthttp.RequestCtx, t *table, ps *poolSta
 		}
 		untouched := replayable || x.up.n == 0
 		switch {
-		case a.class == errStale && stale < 2 && untouched:
-			stale++ // a keep-alive race, not the backend's fault: same pool, fresh connection
+		case stale < 2 && untouched && retryFresh(a, h):
+			// A keep-alive race, not the backend's fault: same pool, fresh connection. The
+			// connections that sat idle beside the dead one are suspect too, so they go.
+			stale++
+			a.hc.CloseIdleConnections()
 		case try < ps.attempts && ps.retryable(a, h, untouched) && ps.budget.spend(coarseUnix()):
 			markTried(&tried, b)
 			ps.pool.CountRetry()

@@ -37,6 +37,9 @@ type rawIO struct {
 	wn   int
 	werr error
 	wfn  func(fd uintptr) bool
+
+	gone bool // set by peekCallback
+	pfn  func(fd uintptr) bool
 }
 
 // init prepares x for c; the callbacks are method values made once per connection, so a
@@ -53,6 +56,40 @@ func (x *rawIO) init(c net.Conn) {
 	x.rc = rc
 	x.rfn = x.readCallback
 	x.wfn = x.writeCallback
+	x.pfn = x.peekCallback
+}
+
+// peerGone reports, without blocking, whether the peer has closed or reset the connection or
+// sent bytes nobody asked for: either way an idle keep-alive connection is unusable. It costs
+// one non-blocking peek, so callers use it only where sending on a dead connection would be
+// unsafe to undo (a non-idempotent request).
+func (x *rawIO) peerGone() bool {
+	if x.rc == nil {
+		return false
+	}
+	x.gone = false
+	if err := x.rc.Read(x.pfn); err != nil {
+		return true
+	}
+	return x.gone
+}
+
+// peekCallback peeks one byte; it never asks to wait, so EAGAIN (nothing pending) means alive.
+func (x *rawIO) peekCallback(fd uintptr) bool {
+	var b [1]byte
+	for {
+		_, _, e := syscall.RawSyscall6(syscall.SYS_RECVFROM, fd, uintptr(unsafe.Pointer(&b[0])), 1,
+			syscall.MSG_PEEK|syscall.MSG_DONTWAIT, 0, 0)
+		switch {
+		case e == syscall.EINTR:
+			continue
+		case e == syscall.EAGAIN:
+			x.gone = false
+		default: // an error, the end of the stream or unexpected bytes
+			x.gone = true
+		}
+		return true
+	}
 }
 
 func (x *rawIO) read(c net.Conn, p []byte) (int, error) {

@@ -54,7 +54,9 @@ func newHostClient(pc *config.Pool, b *upstream.Backend) *fasthttp.HostClient {
 		},
 		MaxConns:                  maxConns,
 		MaxIdleConnDuration:       idle,
+		// Ballast decides every retry itself (forward, hedged); fasthttp must never re-send.
 		MaxIdemponentCallAttempts: 1,
+		RetryIfErr:                neverRetry,
 		ReadBufferSize:            backendBufferSize,
 		WriteBufferSize:           backendBufferSize,
 		DisablePathNormalizing:    true,
@@ -63,6 +65,10 @@ func newHostClient(pc *config.Pool, b *upstream.Backend) *fasthttp.HostClient {
 		ConnPoolStrategy:          fasthttp.LIFO,
 	}
 }
+
+// neverRetry keeps fasthttp from re-sending a request on its own: whether a request may be
+// sent again depends on what the backend may have received, which only the proxy tracks.
+func neverRetry(*fasthttp.Request, int, error) (resetTimeout, retry bool) { return false, false }
 
 // backendMaxConns is the max_conns that applies to backend id.
 func backendMaxConns(pc *config.Pool, id string) int {
@@ -92,8 +98,8 @@ type errClass uint8
 const (
 	errNone       errClass = iota
 	errConnect             // the backend could not be reached: never received the request
-	errStale               // a reused keep-alive connection was closed before any response byte
-	errClosed              // the connection closed or reset before response headers
+	errStale               // a pooled connection was found closed before any request byte was sent
+	errClosed              // the connection closed or reset after the request was (partly) sent
 	errTimeout             // no response headers within the response timeout
 	errBadGateway          // anything else on the backend side (malformed response, ...)
 	errClient              // reading the request body from the client failed
@@ -148,6 +154,12 @@ type attempt struct {
 	err   error
 	class errClass
 
+	// What the backend may have seen, which decides whether a failure may be retried: reused
+	// says the connection came from the idle pool, wrote that some request byte reached the
+	// socket (so the backend may have received, and acted on, the request).
+	reused bool
+	wrote  bool
+
 	upload *upload // the request body stream, when streamed
 
 	// Hedging: the goroutine that runs the attempt and the one that picks the winner race on
@@ -178,6 +190,7 @@ func (a *attempt) reset(ps *poolState, b *upstream.Backend, req *fasthttp.Reques
 	a.hc, _ = b.Transport.(*fasthttp.HostClient)
 	a.cc, a.conn, a.br = nil, nil, nil
 	a.err, a.class, a.ttfb = nil, errNone, 0
+	a.reused, a.wrote = false, false
 	a.cancelled, a.hconn = false, nil
 	a.state.Store(stateRunning)
 }
@@ -271,7 +284,19 @@ func (a *attempt) roundTrip(hedged bool) bool {
 	}
 	lastUse := cc.LastUseTime()
 	reused := !lastUse.IsZero()
+	a.reused = reused
 	a.conn = conn
+	dc, _ := conn.(*deadlineConn)
+	if dc != nil {
+		dc.sent = 0
+		if reused && !idempotent(&a.req.Header) && dc.raw.peerGone() {
+			// The backend closed this idle connection: nothing was sent, so the request may
+			// go out on another one whatever its method. Checked only for requests that
+			// could not be replayed once written, since it costs a system call.
+			a.closeConn()
+			return a.fail(errStale, errPeerClosed)
+		}
+	}
 	if hedged {
 		a.mu.Lock()
 		a.hconn = conn
@@ -298,7 +323,7 @@ func (a *attempt) roundTrip(hedged bool) bool {
 		return a.fail(errClosed, err)
 	}
 	bw := a.hc.AcquireWriter(conn)
-	if dc, ok := conn.(*deadlineConn); ok && dc.raw.rc != nil && a.upload == nil && reused && a.start.Sub(lastUse) < quickReuse {
+	if dc != nil && dc.raw.rc != nil && a.upload == nil && reused && a.start.Sub(lastUse) < quickReuse {
 		err = dc.writeAndWait(a.req, bw)
 	} else {
 		err = a.req.Write(bw)
@@ -307,6 +332,7 @@ func (a *attempt) roundTrip(hedged bool) bool {
 		}
 	}
 	a.hc.ReleaseWriter(bw)
+	a.wrote = dc == nil || dc.sent > 0 // without the count, assume the worst
 	if err == nil && a.upload != nil {
 		err = conn.SetWriteDeadline(time.Time{})
 	}
@@ -389,7 +415,12 @@ func readResponseHeader(h *fasthttp.ResponseHeader, br *bufio.Reader) error {
 	return errors.New("too many interim responses")
 }
 
+// errPeerClosed is the error of a pooled connection found closed before the request was sent.
+var errPeerClosed = errors.New("pooled backend connection closed by the backend")
+
 // classify maps an error of writing the request or reading the response headers to a class.
+// errStale is reserved for a connection that failed before any byte of the request was sent:
+// only then is the request known not to have reached the backend.
 func (a *attempt) classify(err error, reused bool) bool {
 	if a.upload != nil && a.upload.err != nil {
 		return a.fail(errClient, a.upload.err)
@@ -404,7 +435,7 @@ func (a *attempt) classify(err error, reused bool) bool {
 		return a.fail(errTimeout, err)
 	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, syscall.ECONNRESET),
 		errors.Is(err, syscall.EPIPE), errors.Is(err, net.ErrClosed), errors.Is(err, fasthttp.ErrConnectionClosed):
-		if reused && errors.Is(err, io.EOF) {
+		if reused && !a.wrote {
 			return a.fail(errStale, err)
 		}
 		return a.fail(errClosed, err)
@@ -445,7 +476,8 @@ type deadlineConn struct {
 	wrote bool
 	werr  error
 
-	served int // requests sent on this connection, for keepalive.max_requests
+	served int   // requests sent on this connection, for keepalive.max_requests
+	sent   int64 // bytes written since roundTrip last reset it: was anything of the request sent?
 }
 
 func newDeadlineConn(c net.Conn) *deadlineConn {
@@ -458,8 +490,12 @@ func newDeadlineConn(c net.Conn) *deadlineConn {
 // Read reads through rawIO (see there).
 func (dc *deadlineConn) Read(p []byte) (int, error) { return dc.raw.read(dc.Conn, p) }
 
-// Write writes through rawIO (see there).
-func (dc *deadlineConn) Write(p []byte) (int, error) { return dc.raw.write(dc.Conn, p) }
+// Write writes through rawIO (see there) and counts what the socket accepted.
+func (dc *deadlineConn) Write(p []byte) (int, error) {
+	n, err := dc.raw.write(dc.Conn, p)
+	dc.sent += int64(n)
+	return n, err
+}
 
 // writeAndWait writes req through bw and returns once the connection is readable (or the
 // read deadline passed, or the connection was closed). A plain Write then Read would first
