@@ -52,8 +52,8 @@ func newHostClient(pc *config.Pool, b *upstream.Backend) *fasthttp.HostClient {
 			}
 			return newDeadlineConn(c), nil
 		},
-		MaxConns:                  maxConns,
-		MaxIdleConnDuration:       idle,
+		MaxConns:            maxConns,
+		MaxIdleConnDuration: idle,
 		// Ballast decides every retry itself (forward, hedged); fasthttp must never re-send.
 		MaxIdemponentCallAttempts: 1,
 		RetryIfErr:                neverRetry,
