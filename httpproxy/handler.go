@@ -373,6 +373,9 @@ func (ls *listenerState) deliver(ctx *fasthttp.RequestCtx, t *table, x *exchange
 		if cl < -1 {
 			cl = -1
 		}
+		// A body with a length is written by fasthttp into a buffer it flushes only when
+		// full; relay.WriteTo writes it to the connection itself, so the headers go first.
+		out.ImmediateHeaderFlush = cl >= 0
 		out.SetBodyStream(&x.relay, cl)
 		return
 	}

@@ -355,8 +355,11 @@ func (a *attempt) roundTrip(hedged bool) bool {
 	switch {
 	case a.req.Header.IsHead() || code < 200 || code == fasthttp.StatusNoContent || code == fasthttp.StatusNotModified:
 		// No body (RFC 9112 §6.3).
-	case cl >= 0 && cl <= maxBufferedResponse:
-		// A small body is read at once: no stream to set up, the connection goes back now.
+	case cl >= 0 && cl <= maxBufferedResponse && br.Buffered() >= cl:
+		// A small body that has arrived whole is taken at once: no stream to set up, no
+		// further read, the connection goes back now. One still on its way streams, so its
+		// first bytes reach the client without waiting for the last (server-sent events,
+		// long polling).
 		out.StreamBody = false
 		if err = out.ReadBody(br, 0); err != nil {
 			a.hc.ReleaseReader(br)
@@ -395,7 +398,8 @@ func (a *attempt) roundTrip(hedged bool) bool {
 // the plain path, whose read sees the end of stream at once (errStale, retried).
 const quickReuse = 100 * time.Millisecond
 
-// maxBufferedResponse is the largest response body read into memory instead of streamed.
+// maxBufferedResponse is the largest response body taken into memory instead of streamed,
+// when it has already arrived with the headers.
 const maxBufferedResponse = 16 << 10
 
 // maxInterim bounds the 1xx responses skipped before the final one.
