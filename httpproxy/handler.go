@@ -109,11 +109,10 @@ func (ls *listenerState) handle(ctx *fasthttp.RequestCtx) {
 		h.SetProtocolBytes(http11)
 	}
 	x.buf = addForwardingHeaders(h, sc, clientAddr(ctx.RemoteAddr()), ls.tls, x.buf)
-	replayable, ok := ls.prepareBody(ctx, x, ps)
-	if !ok {
+	replayable, err := ls.prepareBody(ctx, x, ps)
+	if err != nil {
 		x.put()
-		ctx.Error("ballast: reading the request body failed\n", fasthttp.StatusBadRequest)
-		ctx.SetConnectionClose()
+		bodyError(ctx, err)
 		return
 	}
 	ps.budget.request(coarseUnix())
@@ -126,31 +125,31 @@ func (ls *listenerState) handle(ctx *fasthttp.RequestCtx) {
 }
 
 // prepareBody reads a small body into memory (replayable) or sets up streaming.
-func (ls *listenerState) prepareBody(ctx *fasthttp.RequestCtx, x *exchange, ps *poolState) (replayable, ok bool) {
+func (ls *listenerState) prepareBody(ctx *fasthttp.RequestCtx, x *exchange, ps *poolState) (replayable bool, err error) {
 	req := &ctx.Request
 	if !req.IsBodyStream() {
-		return true, true
+		return true, nil
 	}
 	cl := req.Header.ContentLength()
 	switch {
 	case cl == 0 || cl == -2:
 		req.ResetBody()
-		return true, true
+		return true, nil
 	case cl > 0 && cl <= maxBufferedBody:
 		if cap(x.body) < cl {
 			x.body = make([]byte, cl, max(cl, 4<<10))
 		}
 		b := x.body[:cl]
 		if _, err := io.ReadFull(req.BodyStream(), b); err != nil {
-			return false, false
+			return false, err
 		}
 		req.SetBodyRaw(b)
 		x.raw = true
-		return true, true
+		return true, nil
 	}
 	x.up = upload{r: req.BodyStream(), ctx: ctx, idle: ls.idle, rt: ps.respTimeout}
 	req.SetBodyStream(&x.up, cl)
-	return false, true
+	return false, nil
 }
 
 // idempotent reports whether a request may be sent twice (RFC 9110 §9.2.2).
@@ -237,7 +236,7 @@ func (ps *poolState) connectFailed(b *upstream.Backend) {
 // failed reports whether the attempt counts as a backend failure for outlier detection.
 func failed(a *attempt) bool {
 	switch a.class {
-	case errClient, errCancelled, errStale:
+	case errClient, errClientTimeout, errCancelled, errStale:
 		return false
 	case errNone:
 		return a.ps.include5xx && a.out.StatusCode() >= 500
@@ -336,7 +335,7 @@ func (ls *listenerState) acquireError(ctx *fasthttp.RequestCtx, err error) {
 // fail answers a request whose last attempt failed.
 func (ls *listenerState) fail(ctx *fasthttp.RequestCtx, t *table, a *attempt) {
 	ctx.Error("ballast: "+a.class.String()+"\n", a.class.status())
-	if a.class == errClient {
+	if a.class == errClient || a.class == errClientTimeout {
 		ctx.SetConnectionClose()
 	}
 	id := ""

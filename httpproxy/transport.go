@@ -96,14 +96,15 @@ func durationOr(d, def time.Duration) time.Duration {
 type errClass uint8
 
 const (
-	errNone       errClass = iota
-	errConnect             // the backend could not be reached: never received the request
-	errStale               // a pooled connection was found closed before any request byte was sent
-	errClosed              // the connection closed or reset after the request was (partly) sent
-	errTimeout             // no response headers within the response timeout
-	errBadGateway          // anything else on the backend side (malformed response, ...)
-	errClient              // reading the request body from the client failed
-	errCancelled           // a hedge lost, or the request was abandoned
+	errNone          errClass = iota
+	errConnect                // the backend could not be reached: never received the request
+	errStale                  // a pooled connection was found closed before any request byte was sent
+	errClosed                 // the connection closed or reset after the request was (partly) sent
+	errTimeout                // no response headers within the response timeout
+	errBadGateway             // anything else on the backend side (malformed response, ...)
+	errClient                 // reading the request body from the client failed
+	errClientTimeout          // the client sent its request body too slowly (see upload)
+	errCancelled              // a hedge lost, or the request was abandoned
 )
 
 // status is the response a failed attempt turns into.
@@ -113,6 +114,8 @@ func (c errClass) status() int {
 		return fasthttp.StatusGatewayTimeout
 	case errClient:
 		return fasthttp.StatusBadRequest
+	case errClientTimeout:
+		return fasthttp.StatusRequestTimeout
 	}
 	return fasthttp.StatusBadGateway
 }
@@ -131,6 +134,8 @@ func (c errClass) String() string {
 		return "bad response from backend"
 	case errClient:
 		return "client request body failed"
+	case errClientTimeout:
+		return "client request body too slow"
 	case errCancelled:
 		return "cancelled"
 	}
@@ -427,15 +432,16 @@ var errPeerClosed = errors.New("pooled backend connection closed by the backend"
 // only then is the request known not to have reached the backend.
 func (a *attempt) classify(err error, reused bool) bool {
 	if a.upload != nil && a.upload.err != nil {
+		if isTimeout(a.upload.err) {
+			return a.fail(errClientTimeout, a.upload.err)
+		}
 		return a.fail(errClient, a.upload.err)
 	}
 	if a.isCancelled() {
 		return a.fail(errCancelled, err)
 	}
-	var ne net.Error
 	switch {
-	case errors.Is(err, fasthttp.ErrTimeout), errors.Is(err, os.ErrDeadlineExceeded),
-		errors.As(err, &ne) && ne.Timeout():
+	case isTimeout(err):
 		return a.fail(errTimeout, err)
 	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, syscall.ECONNRESET),
 		errors.Is(err, syscall.EPIPE), errors.Is(err, net.ErrClosed), errors.Is(err, fasthttp.ErrConnectionClosed):
@@ -445,6 +451,13 @@ func (a *attempt) classify(err error, reused bool) bool {
 		return a.fail(errClosed, err)
 	}
 	return a.fail(errBadGateway, err)
+}
+
+// isTimeout reports whether err is a deadline that passed.
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.Is(err, fasthttp.ErrTimeout) || errors.Is(err, os.ErrDeadlineExceeded) ||
+		errors.As(err, &ne) && ne.Timeout()
 }
 
 // finishBody ends a streamed response body: the connection goes back to the pool when the
@@ -579,33 +592,45 @@ func coarseUnix() int64 {
 	return coarseClock.Load()
 }
 
-// upload relays a streamed request body from the client to the backend. It keeps both sides'
-// deadlines moving while data flows, so the timeouts bound inactivity, not the transfer.
+// bodyProgress is the part of a request body that must arrive within the body timeout
+// (listener.idle_timeout): the timeout restarts only after this much more has arrived. It
+// equals maxBufferedBody, so a body read whole before forwarding (at most that size) and a
+// streamed one, chunked or not, obey the same rule; a body trickling in below bodyProgress
+// per timeout cannot hold a backend slot for longer than the timeout.
+const bodyProgress = maxBufferedBody
+
+// upload relays a streamed request body from the client to the backend. The client side's
+// read deadline, armed for the body timeout when the headers arrived (headerReceived), moves
+// on only after each bodyProgress bytes, so the timeout bounds a trickle and not just
+// silence; the backend side's write deadline moves on while data flows, so it bounds
+// inactivity, not the transfer.
 type upload struct {
-	r     io.Reader
-	ctx   *fasthttp.RequestCtx
-	conn  net.Conn // the backend connection being written
-	n     int64
-	err   error
-	armed time.Time
-	idle  time.Duration // client inactivity limit
-	rt    time.Duration // backend inactivity limit
+	r        io.Reader
+	ctx      *fasthttp.RequestCtx
+	conn     net.Conn // the backend connection being written
+	n        int64
+	err      error
+	armed    time.Time
+	progress int64         // bytes since the client deadline was last moved on
+	idle     time.Duration // the body timeout (listener.idle_timeout)
+	rt       time.Duration // backend inactivity limit
 }
 
 func (u *upload) Read(p []byte) (int, error) {
 	n, err := u.r.Read(p)
 	u.n += int64(n)
+	u.progress += int64(n)
 	if err != nil && err != io.EOF {
 		u.err = err
 	}
-	if now := time.Now(); now.Sub(u.armed) >= deadlineRefresh {
+	now := time.Now()
+	if u.progress >= bodyProgress && u.idle > 0 {
+		u.progress = 0
+		_ = u.ctx.SetReadDeadline(now.Add(u.idle))
+	}
+	if u.conn != nil && now.Sub(u.armed) >= deadlineRefresh {
 		u.armed = now
-		if u.idle > 0 {
-			_ = u.ctx.SetReadDeadline(now.Add(u.idle))
-		}
-		if u.conn != nil {
-			_ = u.conn.SetWriteDeadline(now.Add(u.rt))
-		}
+		_ = u.conn.SetWriteDeadline(now.Add(u.rt))
 	}
 	return n, err
 }

@@ -1,0 +1,134 @@
+package httpproxy
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// TestRequestBodyTimeout is issue 8 item 10: a request body trickling in holds a backend slot
+// no longer than the body timeout (listener.idle_timeout), whatever its framing: every 64 KiB
+// of it must arrive within the timeout, so a byte every 100 ms against a 1.5 s timeout is cut
+// (408, connection closed, slot freed) although no single gap comes near the timeout, while
+// an upload that moves 64 KiB per 100 ms may take longer than the timeout in all.
+func TestRequestBodyTimeout(t *testing.T) {
+	var complete atomic.Int64
+	be := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n, err := io.Copy(io.Discard, r.Body)
+		if err != nil {
+			return
+		}
+		complete.Add(1)
+		fmt.Fprintf(w, "%d", n)
+	}))
+	t.Cleanup(be.Close)
+
+	// Longer than the second by which the old code moved the deadline on while bytes came,
+	// which is how a trickle used to escape it; the trickles last four times as long.
+	const bt = 1500 * time.Millisecond
+	tests := []struct {
+		name    string
+		timeout time.Duration
+		head    string // request head after the request line, without the blank line
+		first   string // body bytes sent at once with the head
+		piece   string // written every gap
+		gap     time.Duration
+		pieces  int  // at most; a trickle stops when the proxy answers
+		held    bool // the request is forwarded (holds a slot) while its body trickles
+		want    int  // status
+	}{
+		{"chunked trickle", bt, "Transfer-Encoding: chunked", "", "1\r\na\r\n", 100 * time.Millisecond, 60, true, 408},
+		// fasthttp reads the first 8 KiB of a body with a length before the handler runs;
+		// sent at once, they let the request reach a backend before the trickle starts.
+		{"large content-length trickle", bt, "Content-Length: 1000000", strings.Repeat("a", 8<<10), "a", 100 * time.Millisecond, 60, true, 408},
+		{"small content-length trickle", bt, "Content-Length: 1000", "", "a", 100 * time.Millisecond, 60, false, 408},
+		{"long upload that keeps moving", bt, "Content-Length: 1966080", "", strings.Repeat("u", 64<<10), 100 * time.Millisecond, 30, true, 200},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := testConfig(testPool("b", "roundrobin", hostOf(be)))
+			cfg.Listeners[0].IdleTimeout = dur(tc.timeout)
+			tp := startProxy(t, cfg)
+			before := complete.Load()
+			c, err := net.Dial("tcp", tp.addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			_ = c.SetDeadline(time.Now().Add(30 * time.Second))
+			if _, err := io.WriteString(c, "POST /up HTTP/1.1\r\nHost: x\r\n"+tc.head+"\r\n\r\n"+tc.first); err != nil {
+				t.Fatal(err)
+			}
+			type answer struct {
+				status int
+				body   string
+				err    error
+			}
+			answered := make(chan answer, 1)
+			go func() {
+				br := bufio.NewReader(c)
+				resp, err := http.ReadResponse(br, nil)
+				if err != nil {
+					answered <- answer{err: err}
+					return
+				}
+				b, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				answered <- answer{status: resp.StatusCode, body: string(b)}
+			}()
+			var got answer
+			sent := 0
+		trickle:
+			for sent < tc.pieces {
+				select {
+				case got = <-answered:
+					break trickle
+				default:
+				}
+				if _, err := io.WriteString(c, tc.piece); err != nil {
+					break // the proxy closed the connection; its answer is read below
+				}
+				sent++
+				if sent == 2 && tc.held {
+					waitFor(t, "the request to hold a backend slot", func() bool { return inflight(tp.pools["b"]) == 1 })
+				}
+				time.Sleep(tc.gap) // the client's pace, not a wait for the proxy
+			}
+			if got == (answer{}) {
+				select {
+				case got = <-answered:
+				case <-time.After(10 * time.Second):
+					t.Fatalf("no answer after %d pieces: the body was never cut", sent)
+				}
+			}
+			if tc.want == 408 && sent >= tc.pieces {
+				t.Fatalf("the whole trickle (%d pieces over %v) was taken in; answer %d %q", sent,
+					time.Duration(sent)*tc.gap, got.status, got.body)
+			}
+			if got.err != nil {
+				t.Fatalf("after %d pieces the client got no answer: %v", sent, got.err)
+			}
+			if got.status != tc.want {
+				t.Fatalf("after %d pieces: %d %q, want %d", sent, got.status, got.body, tc.want)
+			}
+			if tc.want == 408 {
+				// The connection is closed after the 408: the rest of the body is unread.
+				_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+				if n, err := c.Read(make([]byte, 1)); err == nil {
+					t.Fatalf("connection still open after 408 (read %d bytes)", n)
+				}
+				if n := complete.Load() - before; n != 0 {
+					t.Fatalf("the backend received %d complete bodies, want none", n)
+				}
+			}
+			waitFor(t, "in-flight back to 0", func() bool { return inflight(tp.pools["b"]) == 0 })
+		})
+	}
+}
