@@ -132,3 +132,112 @@ func TestRequestBodyTimeout(t *testing.T) {
 		})
 	}
 }
+
+// refusingBackend answers POST /upload with 413 and Connection: close as soon as it has the
+// request headers, without reading the body, and anything else with 200 "next".
+func refusingBackend(t *testing.T) (addr string, refused *atomic.Int64) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	refused = new(atomic.Int64)
+	t.Cleanup(func() { _ = ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				_ = c.SetDeadline(time.Now().Add(20 * time.Second))
+				br := bufio.NewReader(c)
+				for {
+					req, err := http.ReadRequest(br)
+					if err != nil {
+						return
+					}
+					if req.URL.Path == "/upload" {
+						refused.Add(1)
+						_, _ = io.WriteString(c, "HTTP/1.1 413 Content Too Large\r\nContent-Length: 9\r\nConnection: close\r\n\r\ntoo large")
+						return
+					}
+					_, _ = io.Copy(io.Discard, req.Body)
+					_, _ = io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nnext")
+				}
+			}()
+		}
+	}()
+	return ln.Addr().String(), refused
+}
+
+// TestEarlyResponseToUpload is issue 8 item 9: a backend that refuses a streamed upload after
+// its headers (413, Connection: close) has its answer passed to the client, not a 502. If the
+// client is still holding back most of the body, the client connection is closed after the
+// 413 (the body cannot be drained); if the whole body is already there, it is drained and a
+// request pipelined behind it is answered.
+func TestEarlyResponseToUpload(t *testing.T) {
+	addr, refused := refusingBackend(t)
+	tests := []struct {
+		name      string
+		length    int // Content-Length
+		send      int // body bytes the client sends before it waits for the answer
+		pipelined bool
+	}{
+		// fasthttp reads the first 8 KiB of a body with a length before the handler runs.
+		{"client waits with most of a large body unsent", 10 << 20, 8 << 10, false},
+		{"client keeps sending a large body", 10 << 20, 10 << 20, false},
+		{"whole body sent, request pipelined behind it", 70000, 70000, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := testConfig(testPool("u", "roundrobin", addr))
+			cfg.Listeners[0].IdleTimeout = dur(5 * time.Second) // the old code's failure ends sooner
+			tp := startProxy(t, cfg)
+			before := refused.Load()
+			c, err := net.Dial("tcp", tp.addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			_ = c.SetDeadline(time.Now().Add(20 * time.Second))
+			msg := fmt.Sprintf("POST /upload HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s", tc.length, strings.Repeat("b", tc.send))
+			if tc.pipelined {
+				msg += "GET /after HTTP/1.1\r\nHost: x\r\n\r\n"
+			}
+			go func() { _, _ = io.WriteString(c, msg) }() // may block on a full window; the reads below drain nothing of it
+			br := bufio.NewReader(c)
+			resp, err := http.ReadResponse(br, nil)
+			if err != nil {
+				t.Fatalf("no response: %v", err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != 413 || string(body) != "too large" {
+				t.Fatalf("got %d %q, want the backend's 413", resp.StatusCode, body)
+			}
+			if n := refused.Load() - before; n != 1 {
+				t.Fatalf("the backend refused %d uploads, want 1", n)
+			}
+			if tc.pipelined {
+				resp, err := http.ReadResponse(br, nil)
+				if err != nil {
+					t.Fatalf("pipelined request not answered: %v", err)
+				}
+				body, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != 200 || string(body) != "next" {
+					t.Fatalf("pipelined request: %d %q", resp.StatusCode, body)
+				}
+			} else {
+				if !resp.Close {
+					t.Errorf("413 without Connection: close although the body stays unread")
+				}
+				if n, err := br.ReadByte(); err == nil {
+					t.Fatalf("connection still open after the 413 (read %q)", n)
+				}
+			}
+			waitFor(t, "in-flight back to 0", func() bool { return inflight(tp.pools["u"]) == 0 })
+		})
+	}
+}

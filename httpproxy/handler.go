@@ -147,7 +147,7 @@ func (ls *listenerState) prepareBody(ctx *fasthttp.RequestCtx, x *exchange, ps *
 		x.raw = true
 		return true, nil
 	}
-	x.up = upload{r: req.BodyStream(), ctx: ctx, idle: ls.idle, rt: ps.respTimeout}
+	x.up = upload{r: req.BodyStream(), ctx: ctx, idle: ls.idle, rt: ps.respTimeout, deadline: time.Now().Add(ls.idle)}
 	req.SetBodyStream(&x.up, cl)
 	return false, nil
 }
@@ -286,7 +286,7 @@ func (ls *listenerState) forward(ctx *fasthttp.RequestCtx, t *table, ps *poolSta
 		if a.class == errConnect {
 			ps.connectFailed(b)
 		}
-		untouched := replayable || x.up.n == 0
+		untouched := replayable || x.up.n == 0 && !x.up.interrupted
 		switch {
 		case stale < 2 && untouched && retryFresh(a, h):
 			// A keep-alive race, not the backend's fault: same pool, fresh connection. The

@@ -21,3 +21,6 @@ func (x *rawIO) write(c net.Conn, p []byte) (int, error) { return c.Write(p) }
 
 // peerGone cannot peek without the raw socket; it reports the connection usable.
 func (x *rawIO) peerGone() bool { return false }
+
+// pending cannot peek without the raw socket; it reports nothing waiting.
+func (x *rawIO) pending() bool { return false }
