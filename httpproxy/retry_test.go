@@ -11,6 +11,10 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"ballast/upstream"
 )
 
 // crashingBackend is a raw HTTP/1.1 backend that answers the first request on each connection
@@ -199,5 +203,50 @@ func TestNoReplayOfSentRequest(t *testing.T) {
 			}
 			waitFor(t, "in-flight back to 0", func() bool { return inflight(tp.pools["p"]) == 0 })
 		})
+	}
+}
+
+// TestHostClientNeverRetries: the backend pools Ballast builds never re-send a request on their
+// own (fasthttp retries idempotent requests by default), even if something called Do on them:
+// every retry is the proxy's decision.
+func TestHostClientNeverRetries(t *testing.T) {
+	const warm = 2
+	cb := newCrashingBackend(t, warm, crashAfterRead)
+	pc := testPool("p", "roundrobin", cb.addr)
+	pool, err := upstream.NewPool(pc, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	hc := newHostClient(&pc, pool.Backends()[0])
+	do := func(method, body string) error {
+		req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
+		defer fasthttp.ReleaseRequest(req)
+		defer fasthttp.ReleaseResponse(resp)
+		req.SetRequestURI("http://" + cb.addr + "/")
+		req.Header.SetMethod(method)
+		req.SetBodyString(body)
+		err := hc.DoTimeout(req, resp, 10*time.Second)
+		if err == nil {
+			_ = resp.Body() // reads the streamed body to its end, so the connection is pooled
+		}
+		return err
+	}
+	var wg sync.WaitGroup
+	for range warm {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := do("GET", "warm"); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	if err := do("GET", "once"); err == nil {
+		t.Fatal("the crashed request succeeded")
+	}
+	if n := cb.count("GET once"); n != 1 {
+		t.Fatalf("backend received the GET %d times, want 1", n)
 	}
 }
