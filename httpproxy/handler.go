@@ -240,6 +240,9 @@ func failed(a *attempt) bool {
 		return false
 	case errNone:
 		return a.ps.include5xx && a.out.StatusCode() >= 500
+	case errClosed:
+		// A pooled connection closed as the request went out is the keep-alive race.
+		return !a.reused || !errors.Is(a.err, io.EOF)
 	}
 	return true
 }

@@ -2,13 +2,16 @@ package httpproxy
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -249,4 +252,31 @@ func TestHostClientNeverRetries(t *testing.T) {
 	if n := cb.count("GET once"); n != 1 {
 		t.Fatalf("backend received the GET %d times, want 1", n)
 	}
+}
+
+// FuzzReplaySafety: whatever the error, the method, the connection's history and
+// retries.non_idempotent, an attempt that wrote any of its request is sent again (on a fresh
+// connection or another backend) only when its method is idempotent.
+func FuzzReplaySafety(f *testing.F) {
+	f.Add("POST", uint8(0), true, true, true)
+	f.Add("GET", uint8(0), true, true, false)
+	f.Add("PATCH", uint8(1), true, false, true)
+	f.Add("DELETE", uint8(3), false, true, false)
+	f.Add("post", uint8(4), true, true, true)
+	errs := []error{io.EOF, syscall.ECONNRESET, syscall.EPIPE, os.ErrDeadlineExceeded,
+		errors.New("malformed"), io.ErrUnexpectedEOF, net.ErrClosed}
+	f.Fuzz(func(t *testing.T, method string, which uint8, reused, wrote, nonIdempotent bool) {
+		var h fasthttp.RequestHeader
+		h.SetMethod(method)
+		a := &attempt{reused: reused, wrote: wrote}
+		a.classify(errs[int(which)%len(errs)], reused)
+		ps := &poolState{nonIdempotent: nonIdempotent}
+		replay := retryFresh(a, &h) || ps.retryable(a, &h, true)
+		if wrote && replay && !idempotent(&h) {
+			t.Fatalf("%s that was sent, failing as %v, would be replayed", method, a.class)
+		}
+		if !wrote && reused && a.class != errStale && a.class != errTimeout && a.class != errBadGateway {
+			t.Fatalf("nothing sent on a pooled connection, yet class %v", a.class)
+		}
+	})
 }
