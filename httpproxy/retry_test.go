@@ -134,22 +134,24 @@ func (cb *crashingBackend) count(s string) int {
 // retries.non_idempotent is set; one that provably did not (the pooled connection was found
 // closed before anything was sent) goes out on a fresh connection whatever its method.
 func TestNoReplayOfSentRequest(t *testing.T) {
-	const warm = 3
 	tests := []struct {
 		name          string
+		warm          int // pooled connections before the request
 		mode          int
 		method        string
 		nonIdempotent bool
 		wantStatus    int
 		wantSeen      int // how often the backend read this request in full
 	}{
-		{"POST that reached a crashing backend is not replayed", crashAfterRead, "POST", false, 502, 1},
-		{"POST not replayed with non_idempotent", crashAfterRead, "POST", true, 502, 1},
-		{"GET that reached a crashing backend is retried", crashAfterRead, "GET", false, 200, 2},
-		{"POST on an idle connection the backend closed goes out fresh", closeIdle, "POST", false, 200, 1},
+		{"POST that reached a crashing backend is not replayed", 3, crashAfterRead, "POST", false, 502, 1},
+		{"POST on the only pooled connection is not replayed", 1, crashAfterRead, "POST", false, 502, 1},
+		{"POST not replayed with non_idempotent", 3, crashAfterRead, "POST", true, 502, 1},
+		{"GET that reached a crashing backend is retried", 3, crashAfterRead, "GET", false, 200, 2},
+		{"POST on an idle connection the backend closed goes out fresh", 3, closeIdle, "POST", false, 200, 1},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
+			warm := tc.warm
 			cb := newCrashingBackend(t, warm, tc.mode)
 			pc := testPool("p", "roundrobin", cb.addr)
 			pc.Retries.NonIdempotent = tc.nonIdempotent
@@ -182,7 +184,7 @@ func TestNoReplayOfSentRequest(t *testing.T) {
 				t.FailNow()
 			}
 			waitFor(t, "warm connections pooled", func() bool {
-				return inflight(tp.pools["p"]) == 0 && cb.conns.Load() == warm
+				return inflight(tp.pools["p"]) == 0 && cb.conns.Load() == int64(warm)
 			})
 			if tc.mode == closeIdle {
 				for range warm {
