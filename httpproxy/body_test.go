@@ -134,7 +134,8 @@ func TestRequestBodyTimeout(t *testing.T) {
 }
 
 // refusingBackend answers POST /upload with 413 and Connection: close as soon as it has the
-// request headers, without reading the body, and anything else with 200 "next".
+// request headers, without reading the body; on /crash it closes the connection without
+// answering at that point; anything else gets 200 "next".
 func refusingBackend(t *testing.T) (addr string, refused *atomic.Int64) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -155,6 +156,10 @@ func refusingBackend(t *testing.T) (addr string, refused *atomic.Int64) {
 				for {
 					req, err := http.ReadRequest(br)
 					if err != nil {
+						return
+					}
+					if req.URL.Path == "/crash" {
+						refused.Add(1)
 						return
 					}
 					if req.URL.Path == "/upload" {
@@ -179,15 +184,19 @@ func refusingBackend(t *testing.T) (addr string, refused *atomic.Int64) {
 func TestEarlyResponseToUpload(t *testing.T) {
 	addr, refused := refusingBackend(t)
 	tests := []struct {
-		name      string
-		length    int // Content-Length
-		send      int // body bytes the client sends before it waits for the answer
-		pipelined bool
+		name       string
+		path       string
+		length     int // Content-Length
+		send       int // body bytes the client sends before it waits for the answer
+		pipelined  bool
+		wantStatus int
+		wantBody   string
 	}{
 		// fasthttp reads the first 8 KiB of a body with a length before the handler runs.
-		{"client waits with most of a large body unsent", 10 << 20, 8 << 10, false},
-		{"client keeps sending a large body", 10 << 20, 10 << 20, false},
-		{"whole body sent, request pipelined behind it", 70000, 70000, true},
+		{"client waits with most of a large body unsent", "/upload", 10 << 20, 8 << 10, false, 413, "too large"},
+		{"client keeps sending a large body", "/upload", 10 << 20, 10 << 20, false, 413, "too large"},
+		{"whole body sent, request pipelined behind it", "/upload", 70000, 70000, true, 413, "too large"},
+		{"backend dies after the headers, client waits", "/crash", 10 << 20, 8 << 10, false, 502, "ballast: backend closed the connection before responding\n"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -201,7 +210,7 @@ func TestEarlyResponseToUpload(t *testing.T) {
 			}
 			defer c.Close()
 			_ = c.SetDeadline(time.Now().Add(20 * time.Second))
-			msg := fmt.Sprintf("POST /upload HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s", tc.length, strings.Repeat("b", tc.send))
+			msg := fmt.Sprintf("POST "+tc.path+" HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s", tc.length, strings.Repeat("b", tc.send))
 			if tc.pipelined {
 				msg += "GET /after HTTP/1.1\r\nHost: x\r\n\r\n"
 			}
@@ -213,8 +222,8 @@ func TestEarlyResponseToUpload(t *testing.T) {
 			}
 			body, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()
-			if resp.StatusCode != 413 || string(body) != "too large" {
-				t.Fatalf("got %d %q, want the backend's 413", resp.StatusCode, body)
+			if resp.StatusCode != tc.wantStatus || string(body) != tc.wantBody {
+				t.Fatalf("got %d %q, want %d %q", resp.StatusCode, body, tc.wantStatus, tc.wantBody)
 			}
 			if n := refused.Load() - before; n != 1 {
 				t.Fatalf("the backend refused %d uploads, want 1", n)
@@ -231,10 +240,10 @@ func TestEarlyResponseToUpload(t *testing.T) {
 				}
 			} else {
 				if !resp.Close {
-					t.Errorf("413 without Connection: close although the body stays unread")
+					t.Errorf("%d without Connection: close although the body stays unread", resp.StatusCode)
 				}
 				if n, err := br.ReadByte(); err == nil {
-					t.Fatalf("connection still open after the 413 (read %q)", n)
+					t.Fatalf("connection still open after the %d (read %q)", resp.StatusCode, n)
 				}
 			}
 			waitFor(t, "in-flight back to 0", func() bool { return inflight(tp.pools["u"]) == 0 })
