@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -100,6 +101,36 @@ func newCrashingBackend(t *testing.T, warm, mode int) *crashingBackend {
 	return cb
 }
 
+// warmUp leaves cb.warm pooled connections in the proxy: as many concurrent GETs, which the
+// backend holds until all those connections are open.
+func (cb *crashingBackend) warmUp(t *testing.T, tp *testProxy, c *http.Client, pool string) {
+	t.Helper()
+	var wg sync.WaitGroup
+	for i := range cb.warm {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			resp, err := c.Get(tp.url(fmt.Sprintf("/warm/%d", i)))
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != 200 {
+				t.Errorf("warm-up: %d", resp.StatusCode)
+			}
+		}()
+	}
+	wg.Wait()
+	if t.Failed() {
+		t.FailNow()
+	}
+	waitFor(t, "warm connections pooled", func() bool {
+		return inflight(tp.pools[pool]) == 0 && cb.conns.Load() == int64(cb.warm)
+	})
+}
+
 // read reads one request with its body and records it.
 func (cb *crashingBackend) read(br *bufio.Reader) bool {
 	req, err := http.ReadRequest(br)
@@ -159,33 +190,7 @@ func TestNoReplayOfSentRequest(t *testing.T) {
 			pc.Timeouts.Response = dur(10 * time.Second)
 			tp := startProxy(t, testConfig(pc))
 			c := testClient()
-
-			// Warm: warm concurrent GETs, held by the backend until all warm connections are
-			// open, leave warm pooled connections.
-			var wg sync.WaitGroup
-			for i := range warm {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					resp, err := c.Get(tp.url(fmt.Sprintf("/warm/%d", i)))
-					if err != nil {
-						t.Error(err)
-						return
-					}
-					_, _ = io.Copy(io.Discard, resp.Body)
-					resp.Body.Close()
-					if resp.StatusCode != 200 {
-						t.Errorf("warm-up: %d", resp.StatusCode)
-					}
-				}()
-			}
-			wg.Wait()
-			if t.Failed() {
-				t.FailNow()
-			}
-			waitFor(t, "warm connections pooled", func() bool {
-				return inflight(tp.pools["p"]) == 0 && cb.conns.Load() == int64(warm)
-			})
+			cb.warmUp(t, tp, c, "p")
 			if tc.mode == closeIdle {
 				for range warm {
 					select {
@@ -208,6 +213,32 @@ func TestNoReplayOfSentRequest(t *testing.T) {
 			}
 			waitFor(t, "in-flight back to 0", func() bool { return inflight(tp.pools["p"]) == 0 })
 		})
+	}
+}
+
+// TestNoReplayWithCurl is issue 8 item 1 as reported, with curl as the client: after warm-up,
+// `curl -X POST -d 'transfer=100EUR' http://LB/pay` gets 502 and the backend, which received
+// the POST and crashed, received it once.
+func TestNoReplayWithCurl(t *testing.T) {
+	curl, err := exec.LookPath("curl")
+	if err != nil {
+		t.Skip("curl not installed (Debian package curl)")
+	}
+	cb := newCrashingBackend(t, 3, crashAfterRead)
+	pc := testPool("p", "roundrobin", cb.addr)
+	pc.Retries.Budget = 1
+	tp := startProxy(t, testConfig(pc))
+	cb.warmUp(t, tp, testClient(), "p")
+	out, err := exec.Command(curl, "-s", "-o", "/dev/null", "-w", "%{http_code}", "--max-time", "20",
+		"-X", "POST", "-d", "transfer=100EUR", tp.url("/pay")).Output()
+	if err != nil {
+		t.Fatalf("curl: %v", err)
+	}
+	if string(out) != "502" {
+		t.Errorf("curl got %s, want 502", out)
+	}
+	if n := cb.count("POST transfer=100EUR"); n != 1 {
+		t.Errorf("backend received the POST %d times, want 1", n)
 	}
 }
 
