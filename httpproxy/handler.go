@@ -123,11 +123,10 @@ func (ls *listenerState) handle(ctx *fasthttp.RequestCtx) {
 		h.SetProtocolBytes(http11)
 	}
 	x.buf = addForwardingHeaders(h, sc, clientAddr(ctx.RemoteAddr()), ls.tls, x.buf)
-	replayable, ok := ls.prepareBody(ctx, x, ps)
-	if !ok {
+	replayable, err := ls.prepareBody(ctx, x, ps)
+	if err != nil {
 		x.put()
-		ctx.Error("ballast: reading the request body failed\n", fasthttp.StatusBadRequest)
-		ctx.SetConnectionClose()
+		bodyError(ctx, err)
 		return
 	}
 	ps.budget.request(coarseUnix())
@@ -157,31 +156,31 @@ func refuse(ctx *fasthttp.RequestCtx, v headVerdict) {
 }
 
 // prepareBody reads a small body into memory (replayable) or sets up streaming.
-func (ls *listenerState) prepareBody(ctx *fasthttp.RequestCtx, x *exchange, ps *poolState) (replayable, ok bool) {
+func (ls *listenerState) prepareBody(ctx *fasthttp.RequestCtx, x *exchange, ps *poolState) (replayable bool, err error) {
 	req := &ctx.Request
 	if !req.IsBodyStream() {
-		return true, true
+		return true, nil
 	}
 	cl := req.Header.ContentLength()
 	switch {
 	case cl == 0 || cl == -2:
 		req.ResetBody()
-		return true, true
+		return true, nil
 	case cl > 0 && cl <= maxBufferedBody:
 		if cap(x.body) < cl {
 			x.body = make([]byte, cl, max(cl, 4<<10))
 		}
 		b := x.body[:cl]
 		if _, err := io.ReadFull(req.BodyStream(), b); err != nil {
-			return false, false
+			return false, err
 		}
 		req.SetBodyRaw(b)
 		x.raw = true
-		return true, true
+		return true, nil
 	}
-	x.up = upload{r: req.BodyStream(), ctx: ctx, idle: ls.idle, rt: ps.respTimeout}
+	x.up = upload{r: req.BodyStream(), ctx: ctx, idle: ls.idle, rt: ps.respTimeout, deadline: time.Now().Add(ls.idle)}
 	req.SetBodyStream(&x.up, cl)
-	return false, true
+	return false, nil
 }
 
 // idempotent reports whether a request may be sent twice (RFC 9110 §9.2.2).
@@ -223,7 +222,10 @@ func markTried(t *balance.Tried, b *upstream.Backend) {
 	}
 }
 
-// retryable reports whether a failed attempt may be tried again on another backend.
+// retryable reports whether a failed attempt may be tried again on another backend. A request
+// that may have reached the backend (errClosed: some of it was sent) is replayed only if it is
+// idempotent (RFC 9110 §9.2.2), whatever retries.non_idempotent says: a backend that crashed
+// after receiving a POST may have acted on it.
 func (ps *poolState) retryable(a *attempt, h *fasthttp.RequestHeader, bodyUntouched bool) bool {
 	if !bodyUntouched {
 		return false
@@ -231,10 +233,20 @@ func (ps *poolState) retryable(a *attempt, h *fasthttp.RequestHeader, bodyUntouc
 	switch a.class {
 	case errConnect:
 		return true
-	case errClosed, errStale:
+	case errStale:
 		return ps.nonIdempotent || idempotent(h)
+	case errClosed:
+		return idempotent(h)
 	}
 	return false
+}
+
+// retryFresh reports whether a failure on a pooled connection is the keep-alive race (the
+// backend closed the connection as the request went out) rather than the backend's fault, so
+// the request may go out again on a new connection to the same pool without counting as an
+// attempt: when nothing of it was sent, or when it is idempotent.
+func retryFresh(a *attempt, h *fasthttp.RequestHeader) bool {
+	return a.reused && (a.class == errStale || a.class == errClosed && idempotent(h))
 }
 
 // connectFailureHoldoff is how long a backend that refused a connection stays out of rotation:
@@ -255,10 +267,13 @@ func (ps *poolState) connectFailed(b *upstream.Backend) {
 // failed reports whether the attempt counts as a backend failure for outlier detection.
 func failed(a *attempt) bool {
 	switch a.class {
-	case errClient, errCancelled, errStale:
+	case errClient, errClientTimeout, errCancelled, errStale:
 		return false
 	case errNone:
 		return a.ps.include5xx && a.out.StatusCode() >= 500
+	case errClosed:
+		// A pooled connection closed as the request went out is the keep-alive race.
+		return !a.reused || !errors.Is(a.err, io.EOF)
 	}
 	return true
 }
@@ -305,10 +320,13 @@ func (ls *listenerState) forward(ctx *fasthttp.RequestCtx, t *table, ps *poolSta
 		if a.class == errConnect {
 			ps.connectFailed(b)
 		}
-		untouched := replayable || x.up.n == 0
+		untouched := replayable || x.up.n == 0 && !x.up.interrupted
 		switch {
-		case a.class == errStale && stale < 2 && untouched:
-			stale++ // a keep-alive race, not the backend's fault: same pool, fresh connection
+		case stale < 2 && untouched && retryFresh(a, h):
+			// A keep-alive race, not the backend's fault: same pool, fresh connection. The
+			// connections that sat idle beside the dead one are suspect too, so they go.
+			stale++
+			a.hc.CloseIdleConnections()
 		case try < ps.attempts && ps.retryable(a, h, untouched) && ps.budget.spend(coarseUnix()):
 			markTried(&tried, b)
 			ps.counters.retries.Add(1)
@@ -351,7 +369,7 @@ func (ls *listenerState) acquireError(ctx *fasthttp.RequestCtx, err error) {
 // fail answers a request whose last attempt failed.
 func (ls *listenerState) fail(ctx *fasthttp.RequestCtx, t *table, a *attempt) {
 	ctx.Error("ballast: "+a.class.String()+"\n", a.class.status())
-	if a.class == errClient {
+	if a.class == errClient || a.class == errClientTimeout {
 		ctx.SetConnectionClose()
 	}
 	id := ""
@@ -388,6 +406,9 @@ func (ls *listenerState) deliver(ctx *fasthttp.RequestCtx, t *table, x *exchange
 		if cl < -1 {
 			cl = -1
 		}
+		// A body with a length is written by fasthttp into a buffer it flushes only when
+		// full; relay.WriteTo writes it to the connection itself, so the headers go first.
+		out.ImmediateHeaderFlush = cl >= 0
 		out.SetBodyStream(&x.relay, cl)
 		return
 	}
