@@ -75,6 +75,13 @@ func (d *decoder) l4PoolDefaults(pl *Pool, p string) {
 
 // validateListenerProtocol checks the keys that only one kind of listener reads.
 func (d *decoder) validateListenerProtocol(l Listener, p string, fail func(path, format string, args ...any)) {
+	// Zero would mean "no limit" to a reader of the file but a default to the planes: refuse it.
+	if l.ReadHeaderTimeout.Duration == 0 {
+		fail(p+".read_header_timeout", "must be more than 0s (e.g. 10s): it bounds a client that sends nothing")
+	}
+	if l.IdleTimeout.Duration == 0 {
+		fail(p+".idle_timeout", "must be more than 0s (e.g. 60s, or 1h for long-lived connections)")
+	}
 	if !oneOf(l.Protocol, protocols) {
 		fail(p+".protocol", "unknown protocol %q (valid: %s)", l.Protocol, strings.Join(protocols, ", "))
 		return
