@@ -9,6 +9,8 @@ type Config struct {
 	Pools     []Pool     `yaml:"pools"`
 	Admin     Admin      `yaml:"admin"`
 	Logging   Logging    `yaml:"logging"`
+	// Traffic policy shared by listeners and routes: see policy.go.
+	TrustedProxies []string `yaml:"trusted_proxies,omitempty"`
 }
 
 // Listener is one address Ballast accepts client connections on.
@@ -35,6 +37,8 @@ type Listener struct {
 	MaxKeepAliveRequests int `yaml:"max_keepalive_requests"`
 	// ExposeBackend adds the X-Ballast-Backend response header naming the backend that served.
 	ExposeBackend bool `yaml:"expose_backend"`
+	// ListenerPolicy: request IDs, access control, per-client connection limit (policy.go).
+	ListenerPolicy `yaml:",inline"`
 }
 
 // TLS names a certificate and key in PEM files.
@@ -53,6 +57,8 @@ type Route struct {
 	// terminating TLS (passthrough); empty matches every connection.
 	SNI  string `yaml:"sni,omitempty"`
 	Pool string `yaml:"pool"`
+	// RoutePolicy: headers, rewrites, redirects, limits, compression (policy.go).
+	RoutePolicy `yaml:",inline"`
 }
 
 // Pool is a set of backends balanced by one algorithm.
@@ -175,6 +181,8 @@ type Logging struct {
 	Level  string `yaml:"level"`  // debug | info | warn | error
 	Format string `yaml:"format"` // text | json
 	Access bool   `yaml:"access"` // access log, off by default
+	// AccessLog says where the access log goes and how it reads (policy.go).
+	AccessLog `yaml:",inline"`
 }
 
 // Duration is a time.Duration written like "5s" or "250ms" in YAML.

@@ -50,6 +50,10 @@
 //     does not hand Ps between threads on every short socket call; a request is written to the
 //     backend and its response awaited without a speculative read (deadlineConn.writeAndWait);
 //     client read deadlines are armed lazily (rawConn). One response is one write to the client.
+//   - Traffic policy (policy.go and one file per policy): compiled once per table into
+//     immutable structs; a table that configures none has a nil policy and the request path
+//     checks that one pointer. The access log (accesslog.go) is written apart from the error
+//     log, one write per line, and reopened by ReopenAccessLog (SIGUSR1).
 //
 // Concurrency: all methods of Proxy are safe for concurrent use. The request path loads one
 // immutable route table through an atomic pointer and takes no lock of its own (hedged

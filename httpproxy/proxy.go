@@ -26,6 +26,7 @@ import (
 type Proxy struct {
 	table  atomic.Pointer[table]
 	logger *slog.Logger
+	access atomic.Pointer[AccessLog] // nil when logging.access is off
 
 	mu      sync.Mutex // guards servers and closed; never taken on the request path
 	servers []*fasthttp.Server
@@ -42,6 +43,8 @@ type table struct {
 	listeners map[string]*config.Listener
 	access    bool
 	needPath  bool // some route has a path prefix: requests must compute their path
+
+	pol *tablePolicy // traffic policy; nil when no listener, route or log needs one (policy.go)
 }
 
 // route is a config.Route resolved to its pool.
@@ -50,6 +53,7 @@ type route struct {
 	host     []byte // lower case, no port; empty = any
 	prefix   []byte
 	ps       *poolState
+	pol      *routePolicy // nil when the route has no policy (policy.go)
 }
 
 // poolState is what the request path needs to know about one pool, prepared once per table.
@@ -85,6 +89,9 @@ func New(cfg *config.Config, pools map[string]*upstream.Pool, logger *slog.Logge
 	if err != nil {
 		return nil, err
 	}
+	if err := p.openAccessLog(cfg.Logging); err != nil { // accesslog.go
+		return nil, err
+	}
 	p.table.Store(t)
 	return p, nil
 }
@@ -96,6 +103,9 @@ func New(cfg *config.Config, pools map[string]*upstream.Pool, logger *slog.Logge
 func (p *Proxy) Swap(cfg *config.Config, pools map[string]*upstream.Pool) error {
 	t, err := buildTable(cfg, pools, p.table.Load())
 	if err != nil {
+		return err
+	}
+	if err := p.openAccessLog(cfg.Logging); err != nil { // accesslog.go
 		return err
 	}
 	p.table.Store(t)
@@ -134,6 +144,9 @@ func buildTable(cfg *config.Config, pools map[string]*upstream.Pool, prev *table
 		host, _, _ := splitHostPort(strings.ToLower(r.Host))
 		t.routes = append(t.routes, route{listener: r.Listener, host: []byte(host), prefix: []byte(r.PathPrefix), ps: ps})
 		t.needPath = t.needPath || r.PathPrefix != ""
+	}
+	if err := compilePolicy(cfg, t); err != nil { // policy.go
+		return nil, err
 	}
 	return t, nil
 }
@@ -279,6 +292,7 @@ type listenerState struct {
 type listenerTable struct {
 	t      *table
 	expose bool
+	pol    *listenerPolicy // policy.go
 }
 
 // expose reports whether this listener adds X-Ballast-Backend under table t.
@@ -289,6 +303,9 @@ func (ls *listenerState) expose(t *table) bool {
 	c := &listenerTable{t: t}
 	if l := t.listeners[ls.name]; l != nil {
 		c.expose = l.ExposeBackend
+	}
+	if t.pol != nil {
+		c.pol = t.pol.listeners[ls.name]
 	}
 	ls.cached.Store(c)
 	return c.expose

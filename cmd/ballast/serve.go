@@ -178,7 +178,7 @@ configuration kept); SIGTERM or SIGINT stops accepting and lets in-flight reques
 // the default action (which would kill the process without draining).
 func notifySignals() chan os.Signal {
 	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, syscall.SIGHUP, syscall.SIGTERM, syscall.SIGINT)
+	signal.Notify(sigs, syscall.SIGHUP, syscall.SIGTERM, syscall.SIGINT, syscall.SIGUSR1)
 	return sigs
 }
 
@@ -400,6 +400,12 @@ func (s *instance) run(grace time.Duration, sigs <-chan os.Signal) int {
 				s.reload()
 				continue
 			}
+			if sig == syscall.SIGUSR1 { // log rotation: reopen the access log file
+				if err := s.proxy.ReopenAccessLog(); err != nil {
+					s.logger.Error("access log not reopened", "error", err)
+				}
+				continue
+			}
 			return s.shutdown(sig, grace, sigs)
 		case err := <-s.serveErr:
 			s.logger.Error("listener failed; shutting down", "error", err)
@@ -513,7 +519,7 @@ func (s *instance) shutdown(sig os.Signal, grace time.Duration, sigs <-chan os.S
 	go func() {
 		select {
 		case sig := <-sigs:
-			if sig != syscall.SIGHUP {
+			if sig != syscall.SIGHUP && sig != syscall.SIGUSR1 {
 				s.logger.Warn("second signal: not waiting any longer", "signal", sig.String())
 				cancel()
 			}

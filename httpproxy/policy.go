@@ -1,0 +1,215 @@
+package httpproxy
+
+import (
+	"net/netip"
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"ballast/config"
+)
+
+// Traffic policy on the request path. A table whose listeners, routes and logging ask for
+// nothing has a nil policy, and the request path checks that one pointer (table.pol) and
+// nothing else. Otherwise the policy is compiled once per table (templates parsed, prefixes
+// and regular expressions compiled, limiters built) and is immutable; per-request scratch
+// lives in the pooled exchange (reqState), so a request allocates nothing for the policy
+// beyond what a rewrite or compression must.
+
+// tablePolicy is the compiled policy of one table.
+type tablePolicy struct {
+	trusted   []netip.Prefix             // trusted_proxies
+	listeners map[string]*listenerPolicy // listeners that have a policy, by name
+}
+
+// listenerPolicy is the compiled policy of one listener.
+type listenerPolicy struct {
+	requestID bool
+}
+
+// routePolicy is the compiled policy of one route; nil when the route has none.
+type routePolicy struct{}
+
+// reqState is one request's policy scratch, kept in its exchange. The byte slices keep their
+// capacity across requests.
+type reqState struct {
+	lp      *listenerPolicy
+	rp      *routePolicy
+	client  netip.Addr // the client: the peer, or what a trusted proxy says it forwarded
+	trusted bool       // the peer is one of trusted_proxies
+	start   time.Time  // when the request arrived; set only with the access log on
+	retries int
+	id      []byte // X-Request-Id sent to the backend
+	trace   []byte // trace-id of a valid traceparent
+	uri     []byte // the request URI as received, for the access log
+}
+
+func (st *reqState) reset() {
+	*st = reqState{id: st.id[:0], trace: st.trace[:0], uri: st.uri[:0]}
+}
+
+// compilePolicy builds t's policy from cfg; it leaves t.pol nil when nothing asks for one.
+func compilePolicy(cfg *config.Config, t *table) error {
+	trusted, err := config.ParsePrefixes(cfg.TrustedProxies)
+	if err != nil {
+		return err
+	}
+	tp := &tablePolicy{trusted: trusted, listeners: map[string]*listenerPolicy{}}
+	used := len(trusted) > 0 || t.access
+	for i := range cfg.Listeners {
+		l := &cfg.Listeners[i]
+		if l.ListenerPolicy == (config.ListenerPolicy{}) {
+			continue
+		}
+		tp.listeners[l.Name] = &listenerPolicy{requestID: l.RequestID}
+		used = true
+	}
+	if used {
+		t.pol = tp
+	}
+	return nil
+}
+
+// trusts reports whether a is one of the trusted proxies.
+func (tp *tablePolicy) trusts(a netip.Addr) bool {
+	for _, p := range tp.trusted {
+		if p.Contains(a) {
+			return true
+		}
+	}
+	return false
+}
+
+// forwardedClient finds the client in X-Forwarded-For as sent by a trusted proxy: the
+// rightmost address that is not itself a trusted proxy (the leftmost when all are). An
+// unparsable element ends the walk: what lies left of it cannot be believed.
+func (tp *tablePolicy) forwardedClient(h *fasthttp.RequestHeader, peer netip.Addr) netip.Addr {
+	client := peer
+	vals := h.PeekAll("X-Forwarded-For")
+	for i := len(vals) - 1; i >= 0; i-- {
+		list := vals[i]
+		for len(list) > 0 {
+			j := len(list) - 1
+			for j >= 0 && list[j] != ',' {
+				j--
+			}
+			tok := trimSpace(list[j+1:])
+			list = list[:max(j, 0)]
+			if len(tok) == 0 {
+				continue
+			}
+			a, err := netip.ParseAddr(b2s(tok))
+			if err != nil {
+				return client
+			}
+			client = a.Unmap()
+			if !tp.trusts(client) {
+				return client
+			}
+		}
+	}
+	return client
+}
+
+// listenerPolicy returns the policy of this listener under t, nil when it has none.
+func (ls *listenerState) listenerPolicy(t *table) *listenerPolicy {
+	if c := ls.cached.Load(); c != nil && c.t == t {
+		return c.pol
+	}
+	ls.expose(t) // fills the cache
+	return t.pol.listeners[ls.name]
+}
+
+// applyPolicy runs the request side of the policy before the request is forwarded. It
+// returns false when it answered the request itself. sc is updated when forwarding headers a
+// client may not set are dropped.
+func (ls *listenerState) applyPolicy(ctx *fasthttp.RequestCtx, t *table, r *route, x *exchange, sc *headerScan) bool {
+	st := &x.pol
+	tp := t.pol
+	h := &ctx.Request.Header
+	st.lp, st.rp = ls.listenerPolicy(t), r.pol
+	peer := clientAddr(ctx.RemoteAddr())
+	st.client = peer
+	if len(tp.trusted) > 0 {
+		st.trusted = tp.trusts(peer)
+		switch {
+		case st.trusted && sc.xff > 0:
+			st.client = tp.forwardedClient(h, peer)
+		case !st.trusted:
+			// Forwarding headers from a client that is not a trusted proxy are its own claims:
+			// the backend gets only what Ballast saw.
+			if sc.xff > 0 {
+				h.Del("X-Forwarded-For")
+				sc.xff = 0
+			}
+			if sc.fwd > 0 {
+				h.Del("Forwarded")
+				sc.fwd = 0
+			}
+		}
+	}
+	if t.access {
+		st.start = time.Now()
+		st.uri = append(st.uri[:0], h.RequestURI()...)
+	}
+	if lp := st.lp; lp != nil && lp.requestID {
+		st.requestID(h)
+	}
+	return true
+}
+
+// respondPolicy runs the response side of the policy on a response about to be relayed.
+func (ls *listenerState) respondPolicy(ctx *fasthttp.RequestCtx, x *exchange) {
+	st := &x.pol
+	if len(st.id) > 0 {
+		ctx.Response.Header.SetCanonical(keyRequestID, st.id)
+	}
+}
+
+// logAccess writes one access-log line; a is the attempt that answered, nil when Ballast
+// answered without a backend.
+func (ls *listenerState) logAccess(ctx *fasthttp.RequestCtx, x *exchange, a *attempt, d time.Duration) {
+	al := ls.proxy.access.Load()
+	if al == nil {
+		return
+	}
+	h := &ctx.Request.Header
+	st := &x.pol
+	e := accessEntry{
+		listener:  ls.name,
+		client:    st.client,
+		method:    h.Method(),
+		uri:       st.uri,
+		proto:     h.Protocol(),
+		host:      h.Host(),
+		status:    ctx.Response.StatusCode(),
+		bytesIn:   requestBytes(ctx, x),
+		duration:  d,
+		retries:   st.retries,
+		requestID: st.id,
+		traceID:   st.trace,
+		referer:   h.Referer(),
+		userAgent: h.UserAgent(),
+	}
+	if !st.start.IsZero() {
+		e.duration = time.Since(st.start)
+	}
+	if !e.client.IsValid() {
+		e.client = clientAddr(ctx.RemoteAddr())
+	}
+	if len(e.uri) == 0 {
+		e.uri = h.RequestURI()
+	}
+	if x.relay.ctx != nil {
+		e.bytesOut = x.relay.n
+	} else {
+		e.bytesOut = int64(len(ctx.Response.Body()))
+	}
+	if a != nil {
+		e.pool, e.upstream = a.ps.name, a.ttfb
+		if a.b != nil {
+			e.backend = a.b.ID
+		}
+	}
+	al.write(&e)
+}
