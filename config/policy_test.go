@@ -2,6 +2,8 @@ package config
 
 import (
 	"net/netip"
+	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -54,6 +56,63 @@ func FuzzParsePrefixes(f *testing.F) {
 		}
 		if _, err := netip.ParsePrefix(p.String()); err != nil {
 			t.Fatalf("ParsePrefixes(%q) = %v, which does not parse back", s, p)
+		}
+	})
+}
+
+func TestParseTemplate(t *testing.T) {
+	tests := []struct {
+		in   string
+		want []TemplatePart // nil with ok false = refused
+		ok   bool
+	}{
+		{"plain", []TemplatePart{{Literal: "plain"}}, true},
+		{"", nil, true},
+		{"${client_ip}", []TemplatePart{{Var: "client_ip"}}, true},
+		{"a ${host} b", []TemplatePart{{Literal: "a "}, {Var: "host"}, {Literal: " b"}}, true},
+		{"$$${scheme}$$", []TemplatePart{{Literal: "$"}, {Var: "scheme"}, {Literal: "$"}}, true},
+		{"${nope}", nil, false},
+		{"${host", nil, false},
+		{"$5", nil, false},
+		{"trailing $", nil, false},
+		{"a\r\nX-Evil: 1", nil, false},
+	}
+	for _, tc := range tests {
+		got, err := ParseTemplate(tc.in)
+		if (err == nil) != tc.ok || (tc.ok && !reflect.DeepEqual(got, tc.want)) {
+			t.Errorf("ParseTemplate(%q) = %v, %v; want %v (ok %v)", tc.in, got, err, tc.want, tc.ok)
+		}
+	}
+}
+
+// FuzzParseTemplate: never panics; an accepted template has no CR/LF/NUL, names only known
+// variables, and written back ($ as $$) parses to the same parts.
+func FuzzParseTemplate(f *testing.F) {
+	for _, s := range []string{"a ${host} b", "$$", "${request_id}-${backend}", "${", "$x", "\r"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		parts, err := ParseTemplate(s)
+		if err != nil {
+			return
+		}
+		var back strings.Builder
+		for _, p := range parts {
+			if p.Var != "" {
+				if !oneOf(p.Var, templateVars) {
+					t.Fatalf("unknown variable %q from %q", p.Var, s)
+				}
+				back.WriteString("${" + p.Var + "}")
+				continue
+			}
+			if strings.ContainsAny(p.Literal, "\r\n\x00") {
+				t.Fatalf("literal %q from %q", p.Literal, s)
+			}
+			back.WriteString(strings.ReplaceAll(p.Literal, "$", "$$"))
+		}
+		again, err := ParseTemplate(back.String())
+		if err != nil || !reflect.DeepEqual(again, parts) {
+			t.Fatalf("%q -> %v -> %q -> %v, %v", s, parts, back.String(), again, err)
 		}
 	})
 }

@@ -359,7 +359,7 @@ func (ls *listenerState) deliver(ctx *fasthttp.RequestCtx, t *table, x *exchange
 		out.Header.SetCanonical(keyBackend, s2b(a.b.ID))
 	}
 	if t.pol != nil {
-		ls.respondPolicy(ctx, x) // policy.go
+		ls.respondPolicy(ctx, x, a) // policy.go
 	}
 	if a.br != nil {
 		cl := a.resp.Header.ContentLength()

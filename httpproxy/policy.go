@@ -1,6 +1,7 @@
 package httpproxy
 
 import (
+	"fmt"
 	"net/netip"
 	"time"
 
@@ -28,7 +29,10 @@ type listenerPolicy struct {
 }
 
 // routePolicy is the compiled policy of one route; nil when the route has none.
-type routePolicy struct{}
+type routePolicy struct {
+	reqHeaders  *headerOps
+	respHeaders *headerOps
+}
 
 // reqState is one request's policy scratch, kept in its exchange. The byte slices keep their
 // capacity across requests.
@@ -42,10 +46,12 @@ type reqState struct {
 	id      []byte // X-Request-Id sent to the backend
 	trace   []byte // trace-id of a valid traceparent
 	uri     []byte // the request URI as received, for the access log
+	host    []byte // the Host as received, for ${host}
+	tmp     []byte // template expansion
 }
 
 func (st *reqState) reset() {
-	*st = reqState{id: st.id[:0], trace: st.trace[:0], uri: st.uri[:0]}
+	*st = reqState{id: st.id[:0], trace: st.trace[:0], uri: st.uri[:0], host: st.host[:0], tmp: st.tmp[:0]}
 }
 
 // compilePolicy builds t's policy from cfg; it leaves t.pol nil when nothing asks for one.
@@ -58,16 +64,40 @@ func compilePolicy(cfg *config.Config, t *table) error {
 	used := len(trusted) > 0 || t.access
 	for i := range cfg.Listeners {
 		l := &cfg.Listeners[i]
-		if l.ListenerPolicy == (config.ListenerPolicy{}) {
+		if l.ListenerPolicy.Empty() {
 			continue
 		}
 		tp.listeners[l.Name] = &listenerPolicy{requestID: l.RequestID}
+		used = true
+	}
+	for i := range cfg.Routes {
+		if cfg.Routes[i].RoutePolicy.Empty() {
+			continue
+		}
+		rp, err := compileRoute(&cfg.Routes[i])
+		if err != nil {
+			return fmt.Errorf("httpproxy: route %d: %w", i, err)
+		}
+		t.routes[i].pol = rp
 		used = true
 	}
 	if used {
 		t.pol = tp
 	}
 	return nil
+}
+
+// compileRoute compiles the policy of one route.
+func compileRoute(r *config.Route) (*routePolicy, error) {
+	rp := &routePolicy{}
+	var err error
+	if rp.reqHeaders, err = compileHeaders(r.RequestHeaders); err != nil {
+		return nil, err
+	}
+	if rp.respHeaders, err = compileHeaders(r.ResponseHeaders); err != nil {
+		return nil, err
+	}
+	return rp, nil
 }
 
 // trusts reports whether a is one of the trusted proxies.
@@ -155,14 +185,32 @@ func (ls *listenerState) applyPolicy(ctx *fasthttp.RequestCtx, t *table, r *rout
 	if lp := st.lp; lp != nil && lp.requestID {
 		st.requestID(h)
 	}
+	rp := st.rp
+	if rp == nil {
+		return true
+	}
+	if rp.reqHeaders != nil {
+		st.host = append(st.host[:0], h.Host()...)
+		env := tmplEnv{st: st, tls: ls.tls, host: st.host}
+		rp.reqHeaders.apply(h, &env, &st.tmp)
+	}
 	return true
 }
 
 // respondPolicy runs the response side of the policy on a response about to be relayed.
-func (ls *listenerState) respondPolicy(ctx *fasthttp.RequestCtx, x *exchange) {
+func (ls *listenerState) respondPolicy(ctx *fasthttp.RequestCtx, x *exchange, a *attempt) {
 	st := &x.pol
+	out := &ctx.Response.Header
 	if len(st.id) > 0 {
-		ctx.Response.Header.SetCanonical(keyRequestID, st.id)
+		out.SetCanonical(keyRequestID, st.id)
+	}
+	rp := st.rp
+	if rp == nil {
+		return
+	}
+	if rp.respHeaders != nil {
+		env := tmplEnv{st: st, tls: ls.tls, host: ctx.Request.Header.Host(), backend: a.b.ID}
+		rp.respHeaders.apply(out, &env, &st.tmp)
 	}
 }
 
