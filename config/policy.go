@@ -4,6 +4,9 @@ import (
 	"fmt"
 	"net/netip"
 	"reflect"
+	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -29,7 +32,35 @@ type RoutePolicy struct {
 	RequestHeaders *HeaderRules `yaml:"request_headers,omitempty"`
 	// ResponseHeaders change the backend's response before it goes to the client.
 	ResponseHeaders *HeaderRules `yaml:"response_headers,omitempty"`
+	// Rewrite changes the path before the request goes to the backend.
+	Rewrite *Rewrite `yaml:"rewrite,omitempty"`
+	// Redirect answers the request with a redirection instead of forwarding it; such a
+	// route needs no pool.
+	Redirect *Redirect `yaml:"redirect,omitempty"`
 }
+
+// Rewrite is one of: strip_prefix; prefix with replacement; regex with replacement. The
+// query string is kept as it is.
+type Rewrite struct {
+	StripPrefix string `yaml:"strip_prefix,omitempty"`
+	Prefix      string `yaml:"prefix,omitempty"`
+	Regex       string `yaml:"regex,omitempty"` // RE2 syntax, matched against the path
+	Replacement string `yaml:"replacement,omitempty"`
+}
+
+// Redirect builds the Location from the request, replacing what is set.
+type Redirect struct {
+	Status int    `yaml:"status"`           // 301 (default), 302, 307 or 308
+	Scheme string `yaml:"scheme,omitempty"` // http or https; default the request's
+	Host   string `yaml:"host,omitempty"`   // default the request's Host
+	Port   int    `yaml:"port,omitempty"`   // default: none (the scheme's) when scheme or host change, else the request's
+	Path   string `yaml:"path,omitempty"`   // default the request's path (after rewrite)
+}
+
+// DefaultRedirectStatus is a redirect's status when none is given.
+const DefaultRedirectStatus = 301
+
+var redirectStatuses = []int{301, 302, 307, 308}
 
 // Empty reports whether the route sets no policy.
 func (p RoutePolicy) Empty() bool { return reflect.ValueOf(p).IsZero() }
@@ -185,6 +216,11 @@ var accessFormats = []string{AccessJSON, AccessCombined}
 
 // policyDefaults fills the policy keys left out.
 func (d *decoder) policyDefaults(c *Config) {
+	for i := range c.Routes {
+		if rd := c.Routes[i].Redirect; rd != nil && rd.Status == 0 {
+			rd.Status = DefaultRedirectStatus
+		}
+	}
 	if c.Logging.Access && c.Logging.AccessFormat == "" {
 		c.Logging.AccessFormat = AccessJSON
 	}
@@ -196,8 +232,16 @@ func (d *decoder) validatePolicy(c *Config, fail func(path, format string, args 
 	for i := range c.Routes {
 		r := &c.Routes[i]
 		p := fmt.Sprintf("routes[%d]", i)
+		for _, l := range c.Listeners {
+			if (r.Listener == "" || r.Listener == l.Name) && l.IsL4() && !r.RoutePolicy.Empty() {
+				fail(p, "listener %s is %s: traffic policy applies to http routes only", l.Name, l.Protocol)
+				break
+			}
+		}
 		validateHeaderRules(r.RequestHeaders, p+".request_headers", false, fail)
 		validateHeaderRules(r.ResponseHeaders, p+".response_headers", true, fail)
+		ValidateRewrite(r.Rewrite, p+".rewrite", fail)
+		validateRedirect(r.Redirect, p+".redirect", fail)
 	}
 	lg := c.Logging
 	switch {
@@ -244,4 +288,95 @@ func ParsePrefixes(list []string) ([]netip.Prefix, error) {
 		out = append(out, p.Masked())
 	}
 	return out, nil
+}
+
+// ValidateRewrite reports what is wrong with a rewrite through fail; p is its field path.
+func ValidateRewrite(rw *Rewrite, p string, fail func(path, format string, args ...any)) {
+	if rw == nil {
+		return
+	}
+	n := 0
+	for _, set := range []bool{rw.StripPrefix != "", rw.Prefix != "", rw.Regex != ""} {
+		if set {
+			n++
+		}
+	}
+	switch {
+	case n != 1:
+		fail(p, "set one of strip_prefix, prefix (with replacement) or regex (with replacement)")
+		return
+	case rw.StripPrefix != "" && !strings.HasPrefix(rw.StripPrefix, "/"):
+		fail(p+".strip_prefix", "must start with /, got %q", rw.StripPrefix)
+	case rw.StripPrefix != "" && rw.Replacement != "":
+		fail(p+".replacement", "strip_prefix removes the prefix; use prefix: with replacement: to replace it")
+	case rw.Prefix != "" && !strings.HasPrefix(rw.Prefix, "/"):
+		fail(p+".prefix", "must start with /, got %q", rw.Prefix)
+	case rw.StripPrefix == "" && rw.Replacement == "":
+		fail(p+".replacement", "prefix and regex need a replacement, e.g. /v2/ or /users/$1")
+	}
+	if rw.Regex != "" {
+		if _, err := CompileRewrite(rw.Regex, rw.Replacement); err != nil {
+			fail(p+".regex", "%v", err)
+		}
+	}
+	if err := checkPathChars(rw.Replacement); err != nil {
+		fail(p+".replacement", "%v", err)
+	}
+}
+
+// CompileRewrite compiles a regex rewrite: the expression (RE2 syntax, with $1 or ${name}
+// references to its groups in the replacement).
+func CompileRewrite(expr, replacement string) (*regexp.Regexp, error) {
+	re, err := regexp.Compile(expr)
+	if err != nil {
+		return nil, fmt.Errorf("not a regular expression (RE2 syntax): %v", err)
+	}
+	for _, m := range groupRef.FindAllStringSubmatch(replacement, -1) {
+		name := m[1] + m[2]
+		if n, err := strconv.Atoi(name); err == nil {
+			if n > re.NumSubexp() {
+				return nil, fmt.Errorf("the replacement uses $%d but the expression has %d groups", n, re.NumSubexp())
+			}
+		} else if re.SubexpIndex(name) < 0 {
+			return nil, fmt.Errorf("the replacement uses ${%s} but the expression has no group of that name (write ${1}x for group 1 followed by x)", name)
+		}
+	}
+	return re, nil
+}
+
+var groupRef = regexp.MustCompile(`\$(?:\{(\w+)\}|(\w+))`)
+
+// checkPathChars refuses what may not appear in a path written into the request line.
+func checkPathChars(s string) error {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c <= ' ' || c >= 0x7f || c == '?' || c == '#' {
+			return fmt.Errorf("%q: a path may not contain spaces, control characters, ? or # (the query string is kept as it is)", s)
+		}
+	}
+	return nil
+}
+
+func validateRedirect(rd *Redirect, p string, fail func(path, format string, args ...any)) {
+	if rd == nil {
+		return
+	}
+	if !slices.Contains(redirectStatuses, rd.Status) {
+		fail(p+".status", "must be 301, 302, 307 or 308, got %d", rd.Status)
+	}
+	if rd.Scheme != "" && rd.Scheme != "http" && rd.Scheme != "https" {
+		fail(p+".scheme", "must be http or https, got %q", rd.Scheme)
+	}
+	if strings.ContainsAny(rd.Host, "/ ?#@") || strings.Contains(rd.Host, ":") && !strings.HasPrefix(rd.Host, "[") {
+		fail(p+".host", "must be a host name such as www.example.com (the port goes in port:), got %q", rd.Host)
+	}
+	if rd.Port < 0 || rd.Port > 65535 {
+		fail(p+".port", "must be a port from 1 to 65535, got %d", rd.Port)
+	}
+	if rd.Path != "" {
+		if !strings.HasPrefix(rd.Path, "/") {
+			fail(p+".path", "must start with /, got %q", rd.Path)
+		} else if err := checkPathChars(rd.Path); err != nil {
+			fail(p+".path", "%v", err)
+		}
+	}
 }

@@ -96,6 +96,9 @@ func (ls *listenerState) handle(ctx *fasthttp.RequestCtx) {
 	}
 	ps := r.ps
 	if isUpgrade(h) {
+		if t.pol != nil && !ls.admitUpgrade(ctx, t, r) { // policy.go
+			return
+		}
 		ls.tunnel(ctx, t, ps)
 		return
 	}

@@ -32,6 +32,8 @@ type listenerPolicy struct {
 type routePolicy struct {
 	reqHeaders  *headerOps
 	respHeaders *headerOps
+	rewrite     *rewrite
+	redirect    *redirect
 }
 
 // reqState is one request's policy scratch, kept in its exchange. The byte slices keep their
@@ -97,6 +99,10 @@ func compileRoute(r *config.Route) (*routePolicy, error) {
 	if rp.respHeaders, err = compileHeaders(r.ResponseHeaders); err != nil {
 		return nil, err
 	}
+	if rp.rewrite, err = compileRewrite(r.Rewrite); err != nil {
+		return nil, err
+	}
+	rp.redirect = compileRedirect(r.Redirect)
 	return rp, nil
 }
 
@@ -189,12 +195,40 @@ func (ls *listenerState) applyPolicy(ctx *fasthttp.RequestCtx, t *table, r *rout
 	if rp == nil {
 		return true
 	}
+	if rp.redirect != nil {
+		st.tmp = rp.redirect.answer(ctx, rp.rewrite, ls.tls, st.tmp)
+		ls.answered(ctx, t, x)
+		return false
+	}
+	if rp.rewrite != nil {
+		st.applyRewrite(&ctx.Request, rp.rewrite)
+	}
 	if rp.reqHeaders != nil {
 		st.host = append(st.host[:0], h.Host()...)
 		env := tmplEnv{st: st, tls: ls.tls, host: st.host}
 		rp.reqHeaders.apply(h, &env, &st.tmp)
 	}
 	return true
+}
+
+// admitUpgrade applies the policy that decides whether an Upgrade request (WebSocket) may be
+// tunnelled at all; it returns false when it answered instead.
+func (ls *listenerState) admitUpgrade(ctx *fasthttp.RequestCtx, t *table, r *route) bool {
+	x := getExchange()
+	defer x.put()
+	if r.pol != nil && r.pol.redirect != nil {
+		x.pol.rp = r.pol
+		x.pol.tmp = r.pol.redirect.answer(ctx, r.pol.rewrite, ls.tls, x.pol.tmp)
+		return false
+	}
+	return true
+}
+
+// answered finishes a request the policy answered itself (redirect, 403, 413, 429).
+func (ls *listenerState) answered(ctx *fasthttp.RequestCtx, t *table, x *exchange) {
+	if t.access {
+		ls.logAccess(ctx, x, nil, 0)
+	}
 }
 
 // respondPolicy runs the response side of the policy on a response about to be relayed.

@@ -1,11 +1,14 @@
 package httpproxy
 
 import (
+	"bufio"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"sync"
 	"testing"
+	"time"
 )
 
 // seen is what a recorder backend received in one request.
@@ -55,4 +58,25 @@ func (rec *recorder) count() int {
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
 	return len(rec.reqs)
+}
+
+// rawDo writes req as is on a new connection to addr and reads one response.
+func rawDo(t testing.TB, addr, req string) (*http.Response, string) {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.WriteString(c, req); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatalf("reading the response to %q: %v", req, err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp, string(body)
 }

@@ -135,7 +135,7 @@ func buildTable(cfg *config.Config, pools map[string]*upstream.Pool, prev *table
 	}
 	for _, r := range cfg.Routes {
 		ps := states[r.Pool]
-		if ps == nil {
+		if ps == nil && r.Redirect == nil { // a redirect route has no pool (policy.go)
 			return nil, fmt.Errorf("httpproxy: route %s%s uses pool %q, which is not configured or has no pool", r.Host, r.PathPrefix, r.Pool)
 		}
 		if r.Listener != "" && t.listeners[r.Listener] == nil {
