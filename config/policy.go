@@ -21,6 +21,10 @@ type ListenerPolicy struct {
 	// from a trusted proxy, otherwise a new one replaces it. It is sent to the backend, returned
 	// to the client and written in the access log.
 	RequestID bool `yaml:"request_id,omitempty"`
+	// Allow and Deny are access control on the client's address (see trusted_proxies): a
+	// client in Deny, or outside a non-empty Allow, gets 403.
+	Allow []string `yaml:"allow,omitempty"`
+	Deny  []string `yaml:"deny,omitempty"`
 }
 
 // Empty reports whether the listener sets no policy.
@@ -37,6 +41,9 @@ type RoutePolicy struct {
 	// Redirect answers the request with a redirection instead of forwarding it; such a
 	// route needs no pool.
 	Redirect *Redirect `yaml:"redirect,omitempty"`
+	// Allow and Deny: access control as on listeners, checked after the listener's.
+	Allow []string `yaml:"allow,omitempty"`
+	Deny  []string `yaml:"deny,omitempty"`
 }
 
 // Rewrite is one of: strip_prefix; prefix with replacement; regex with replacement. The
@@ -229,6 +236,15 @@ func (d *decoder) policyDefaults(c *Config) {
 // validatePolicy checks the policy keys of every listener and route.
 func (d *decoder) validatePolicy(c *Config, fail func(path, format string, args ...any)) {
 	checkPrefixes("trusted_proxies", c.TrustedProxies, fail)
+	for i := range c.Listeners {
+		l := &c.Listeners[i]
+		p := fmt.Sprintf("listeners[%d]", i)
+		if l.IsL4() && !l.ListenerPolicy.Empty() {
+			fail(p, "listener %s is %s: request_id, allow, deny and max_conns_per_client apply to http listeners", l.Name, l.Protocol)
+		}
+		checkPrefixes(p+".allow", l.Allow, fail)
+		checkPrefixes(p+".deny", l.Deny, fail)
+	}
 	for i := range c.Routes {
 		r := &c.Routes[i]
 		p := fmt.Sprintf("routes[%d]", i)
@@ -241,6 +257,8 @@ func (d *decoder) validatePolicy(c *Config, fail func(path, format string, args 
 		validateHeaderRules(r.RequestHeaders, p+".request_headers", false, fail)
 		validateHeaderRules(r.ResponseHeaders, p+".response_headers", true, fail)
 		ValidateRewrite(r.Rewrite, p+".rewrite", fail)
+		checkPrefixes(p+".allow", r.Allow, fail)
+		checkPrefixes(p+".deny", r.Deny, fail)
 		validateRedirect(r.Redirect, p+".redirect", fail)
 	}
 	lg := c.Logging

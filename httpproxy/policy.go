@@ -26,6 +26,7 @@ type tablePolicy struct {
 // listenerPolicy is the compiled policy of one listener.
 type listenerPolicy struct {
 	requestID bool
+	acl       *acl
 }
 
 // routePolicy is the compiled policy of one route; nil when the route has none.
@@ -34,6 +35,7 @@ type routePolicy struct {
 	respHeaders *headerOps
 	rewrite     *rewrite
 	redirect    *redirect
+	acl         *acl
 }
 
 // reqState is one request's policy scratch, kept in its exchange. The byte slices keep their
@@ -69,7 +71,11 @@ func compilePolicy(cfg *config.Config, t *table) error {
 		if l.ListenerPolicy.Empty() {
 			continue
 		}
-		tp.listeners[l.Name] = &listenerPolicy{requestID: l.RequestID}
+		a, err := compileACL(l.Allow, l.Deny)
+		if err != nil {
+			return fmt.Errorf("httpproxy: listener %s: %w", l.Name, err)
+		}
+		tp.listeners[l.Name] = &listenerPolicy{requestID: l.RequestID, acl: a}
 		used = true
 	}
 	for i := range cfg.Routes {
@@ -103,6 +109,9 @@ func compileRoute(r *config.Route) (*routePolicy, error) {
 		return nil, err
 	}
 	rp.redirect = compileRedirect(r.Redirect)
+	if rp.acl, err = compileACL(r.Allow, r.Deny); err != nil {
+		return nil, err
+	}
 	return rp, nil
 }
 
@@ -160,33 +169,22 @@ func (ls *listenerState) listenerPolicy(t *table) *listenerPolicy {
 // returns false when it answered the request itself. sc is updated when forwarding headers a
 // client may not set are dropped.
 func (ls *listenerState) applyPolicy(ctx *fasthttp.RequestCtx, t *table, r *route, x *exchange, sc *headerScan) bool {
-	st := &x.pol
-	tp := t.pol
-	h := &ctx.Request.Header
-	st.lp, st.rp = ls.listenerPolicy(t), r.pol
-	peer := clientAddr(ctx.RemoteAddr())
-	st.client = peer
-	if len(tp.trusted) > 0 {
-		st.trusted = tp.trusts(peer)
-		switch {
-		case st.trusted && sc.xff > 0:
-			st.client = tp.forwardedClient(h, peer)
-		case !st.trusted:
-			// Forwarding headers from a client that is not a trusted proxy are its own claims:
-			// the backend gets only what Ballast saw.
-			if sc.xff > 0 {
-				h.Del("X-Forwarded-For")
-				sc.xff = 0
-			}
-			if sc.fwd > 0 {
-				h.Del("Forwarded")
-				sc.fwd = 0
-			}
-		}
+	if !ls.admit(ctx, t, r, x) {
+		return false
 	}
-	if t.access {
-		st.start = time.Now()
-		st.uri = append(st.uri[:0], h.RequestURI()...)
+	st := &x.pol
+	h := &ctx.Request.Header
+	if len(t.pol.trusted) > 0 && !st.trusted {
+		// Forwarding headers from a client that is not a trusted proxy are its own claims:
+		// the backend gets only what Ballast saw.
+		if sc.xff > 0 {
+			h.Del("X-Forwarded-For")
+			sc.xff = 0
+		}
+		if sc.fwd > 0 {
+			h.Del("Forwarded")
+			sc.fwd = 0
+		}
 	}
 	if lp := st.lp; lp != nil && lp.requestID {
 		st.requestID(h)
@@ -194,11 +192,6 @@ func (ls *listenerState) applyPolicy(ctx *fasthttp.RequestCtx, t *table, r *rout
 	rp := st.rp
 	if rp == nil {
 		return true
-	}
-	if rp.redirect != nil {
-		st.tmp = rp.redirect.answer(ctx, rp.rewrite, ls.tls, st.tmp)
-		ls.answered(ctx, t, x)
-		return false
 	}
 	if rp.rewrite != nil {
 		st.applyRewrite(&ctx.Request, rp.rewrite)
@@ -211,17 +204,60 @@ func (ls *listenerState) applyPolicy(ctx *fasthttp.RequestCtx, t *table, r *rout
 	return true
 }
 
+// admit decides whether the request may go on: it resolves the client, then applies access
+// control, limits and redirects, answering the request itself (and returning false) when
+// one of them says so.
+func (ls *listenerState) admit(ctx *fasthttp.RequestCtx, t *table, r *route, x *exchange) bool {
+	st := &x.pol
+	tp := t.pol
+	h := &ctx.Request.Header
+	st.lp, st.rp = ls.listenerPolicy(t), r.pol
+	peer := clientAddr(ctx.RemoteAddr())
+	st.client = peer
+	if len(tp.trusted) > 0 {
+		if st.trusted = tp.trusts(peer); st.trusted {
+			st.client = tp.forwardedClient(h, peer)
+		}
+	}
+	if t.access {
+		st.start = time.Now()
+		st.uri = append(st.uri[:0], h.RequestURI()...)
+	}
+	if lp := st.lp; lp != nil && lp.acl != nil && !lp.acl.permits(st.client) {
+		ls.refuse(ctx, t, x, fasthttp.StatusForbidden, "ballast: forbidden\n")
+		return false
+	}
+	rp := st.rp
+	if rp == nil {
+		return true
+	}
+	if rp.acl != nil && !rp.acl.permits(st.client) {
+		ls.refuse(ctx, t, x, fasthttp.StatusForbidden, "ballast: forbidden\n")
+		return false
+	}
+	if rp.redirect != nil {
+		st.tmp = rp.redirect.answer(ctx, rp.rewrite, ls.tls, st.tmp)
+		ls.answered(ctx, t, x)
+		return false
+	}
+	return true
+}
+
 // admitUpgrade applies the policy that decides whether an Upgrade request (WebSocket) may be
 // tunnelled at all; it returns false when it answered instead.
 func (ls *listenerState) admitUpgrade(ctx *fasthttp.RequestCtx, t *table, r *route) bool {
 	x := getExchange()
 	defer x.put()
-	if r.pol != nil && r.pol.redirect != nil {
-		x.pol.rp = r.pol
-		x.pol.tmp = r.pol.redirect.answer(ctx, r.pol.rewrite, ls.tls, x.pol.tmp)
-		return false
+	return ls.admit(ctx, t, r, x)
+}
+
+// refuse answers with a status Ballast produces (403, 413, 429) and its error page.
+func (ls *listenerState) refuse(ctx *fasthttp.RequestCtx, t *table, x *exchange, status int, msg string) {
+	ctx.Error(msg, status)
+	if ctx.Request.Header.ContentLength() != 0 {
+		ctx.SetConnectionClose() // the body was not read
 	}
-	return true
+	ls.answered(ctx, t, x)
 }
 
 // answered finishes a request the policy answered itself (redirect, 403, 413, 429).

@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"reflect"
 	"strings"
 	"sync"
 	"syscall"
@@ -501,11 +502,12 @@ func (s *instance) install(cfg *config.Config) error {
 // fixedOptionsChanged reports a change in the options a served listener cannot take on.
 func fixedOptionsChanged(a, b config.Listener) bool {
 	a.ExposeBackend, b.ExposeBackend = false, false
+	a.ListenerPolicy, b.ListenerPolicy = config.ListenerPolicy{}, config.ListenerPolicy{} // applied by Swap
 	if (a.TLS == nil) != (b.TLS == nil) || (a.TLS != nil && *a.TLS != *b.TLS) {
 		return true
 	}
 	a.TLS, b.TLS = nil, nil
-	return a != b
+	return !reflect.DeepEqual(a, b)
 }
 
 // shutdown stops accepting, waits up to grace for in-flight requests, and returns the exit
