@@ -44,6 +44,23 @@ type RoutePolicy struct {
 	// Allow and Deny: access control as on listeners, checked after the listener's.
 	Allow []string `yaml:"allow,omitempty"`
 	Deny  []string `yaml:"deny,omitempty"`
+	// MaxBodyBytes refuses larger request bodies with 413; 0 = no limit.
+	MaxBodyBytes int `yaml:"max_body_bytes,omitempty"`
+	// Timeouts and Retries override the pool's for this route's requests.
+	Timeouts *RouteTimeouts `yaml:"timeouts,omitempty"`
+	Retries  *RouteRetries  `yaml:"retries,omitempty"`
+}
+
+// RouteTimeouts overrides a pool's response timeout; what is left out is the pool's.
+type RouteTimeouts struct {
+	Response Duration `yaml:"response"`
+}
+
+// RouteRetries overrides a pool's retry settings; what is left out is the pool's. The retry
+// budget stays the pool's.
+type RouteRetries struct {
+	Attempts      int  `yaml:"attempts"`
+	NonIdempotent bool `yaml:"non_idempotent"`
 }
 
 // Rewrite is one of: strip_prefix; prefix with replacement; regex with replacement. The
@@ -223,9 +240,31 @@ var accessFormats = []string{AccessJSON, AccessCombined}
 
 // policyDefaults fills the policy keys left out.
 func (d *decoder) policyDefaults(c *Config) {
+	pools := map[string]*Pool{}
+	for i := range c.Pools {
+		pools[c.Pools[i].Name] = &c.Pools[i]
+	}
 	for i := range c.Routes {
-		if rd := c.Routes[i].Redirect; rd != nil && rd.Status == 0 {
+		r := &c.Routes[i]
+		p := fmt.Sprintf("routes[%d]", i)
+		if rd := r.Redirect; rd != nil && rd.Status == 0 {
 			rd.Status = DefaultRedirectStatus
+		}
+		// A route's timeouts and retries start from its pool's: only what is written differs.
+		pl := pools[r.Pool]
+		if pl == nil {
+			continue
+		}
+		if rt := r.Timeouts; rt != nil && !d.has(p+".timeouts.response", rt.Response.Duration != 0) {
+			rt.Response = pl.Timeouts.Response
+		}
+		if rr := r.Retries; rr != nil {
+			if !d.has(p+".retries.attempts", rr.Attempts != 0) {
+				rr.Attempts = pl.Retries.Attempts
+			}
+			if !d.has(p+".retries.non_idempotent", rr.NonIdempotent) {
+				rr.NonIdempotent = pl.Retries.NonIdempotent
+			}
 		}
 	}
 	if c.Logging.Access && c.Logging.AccessFormat == "" {
@@ -259,6 +298,15 @@ func (d *decoder) validatePolicy(c *Config, fail func(path, format string, args 
 		ValidateRewrite(r.Rewrite, p+".rewrite", fail)
 		checkPrefixes(p+".allow", r.Allow, fail)
 		checkPrefixes(p+".deny", r.Deny, fail)
+		if r.MaxBodyBytes < 0 {
+			fail(p+".max_body_bytes", "must be 0 (no limit) or more, got %d", r.MaxBodyBytes)
+		}
+		if r.Redirect != nil && (r.Timeouts != nil || r.Retries != nil || r.MaxBodyBytes != 0) {
+			fail(p+".redirect", "a redirect is answered by Ballast: max_body_bytes, timeouts and retries do nothing here")
+		}
+		if rr := r.Retries; rr != nil && (rr.Attempts < 1 || rr.Attempts > maxAttempts) {
+			fail(p+".retries.attempts", "must be between 1 (no retry) and %d, got %d", maxAttempts, rr.Attempts)
+		}
 		validateRedirect(r.Redirect, p+".redirect", fail)
 	}
 	lg := c.Logging

@@ -333,6 +333,9 @@ func (ls *listenerState) fail(ctx *fasthttp.RequestCtx, t *table, x *exchange, a
 	if a.class == errClient {
 		ctx.SetConnectionClose()
 	}
+	if t.pol != nil {
+		ls.failPolicy(ctx, a) // policy.go: 413, error pages
+	}
 	id := ""
 	if a.b != nil {
 		id = a.b.ID

@@ -36,6 +36,7 @@ type routePolicy struct {
 	rewrite     *rewrite
 	redirect    *redirect
 	acl         *acl
+	maxBody     int64
 }
 
 // reqState is one request's policy scratch, kept in its exchange. The byte slices keep their
@@ -52,6 +53,7 @@ type reqState struct {
 	uri     []byte // the request URI as received, for the access log
 	host    []byte // the Host as received, for ${host}
 	tmp     []byte // template expansion
+	limit   bodyLimit
 }
 
 func (st *reqState) reset() {
@@ -87,6 +89,7 @@ func compilePolicy(cfg *config.Config, t *table) error {
 			return fmt.Errorf("httpproxy: route %d: %w", i, err)
 		}
 		t.routes[i].pol = rp
+		t.routes[i].ps = overridePool(t.routes[i].ps, &cfg.Routes[i])
 		used = true
 	}
 	if used {
@@ -112,6 +115,7 @@ func compileRoute(r *config.Route) (*routePolicy, error) {
 	if rp.acl, err = compileACL(r.Allow, r.Deny); err != nil {
 		return nil, err
 	}
+	rp.maxBody = int64(r.MaxBodyBytes)
 	return rp, nil
 }
 
@@ -233,6 +237,9 @@ func (ls *listenerState) admit(ctx *fasthttp.RequestCtx, t *table, r *route, x *
 	}
 	if rp.acl != nil && !rp.acl.permits(st.client) {
 		ls.refuse(ctx, t, x, fasthttp.StatusForbidden, "ballast: forbidden\n")
+		return false
+	}
+	if rp.maxBody > 0 && !ls.limitBody(ctx, t, x, rp.maxBody) {
 		return false
 	}
 	if rp.redirect != nil {
