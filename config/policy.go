@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"math"
 	"net/netip"
 	"reflect"
 	"regexp"
@@ -25,6 +26,9 @@ type ListenerPolicy struct {
 	// client in Deny, or outside a non-empty Allow, gets 403.
 	Allow []string `yaml:"allow,omitempty"`
 	Deny  []string `yaml:"deny,omitempty"`
+	// MaxConnsPerClient caps the connections one client address may hold open on this
+	// listener; more are closed at once. 0 = no limit. Trusted proxies are not limited.
+	MaxConnsPerClient int `yaml:"max_conns_per_client,omitempty"`
 }
 
 // Empty reports whether the listener sets no policy.
@@ -49,7 +53,30 @@ type RoutePolicy struct {
 	// Timeouts and Retries override the pool's for this route's requests.
 	Timeouts *RouteTimeouts `yaml:"timeouts,omitempty"`
 	Retries  *RouteRetries  `yaml:"retries,omitempty"`
+	// RateLimit answers 429 to a client over its rate.
+	RateLimit *RateLimit `yaml:"rate_limit,omitempty"`
 }
+
+// RateLimit is a token bucket per key: Rate tokens a second, up to Burst.
+type RateLimit struct {
+	Rate    float64 `yaml:"rate"`     // requests per second, e.g. 10 or 0.5
+	Burst   int     `yaml:"burst"`    // bucket size; default max(1, ceil(rate))
+	Key     string  `yaml:"key"`      // source_ip (default), header or cookie
+	Name    string  `yaml:"name"`     // the header or cookie name
+	MaxKeys int     `yaml:"max_keys"` // buckets kept at most (default 100000)
+}
+
+// Rate limit keys.
+const (
+	RateKeySourceIP = "source_ip"
+	RateKeyHeader   = "header"
+	RateKeyCookie   = "cookie"
+)
+
+// DefaultRateMaxKeys bounds a rate limit's memory when max_keys is left out.
+const DefaultRateMaxKeys = 100000
+
+var rateKeys = []string{RateKeySourceIP, RateKeyHeader, RateKeyCookie}
 
 // RouteTimeouts overrides a pool's response timeout; what is left out is the pool's.
 type RouteTimeouts struct {
@@ -250,6 +277,13 @@ func (d *decoder) policyDefaults(c *Config) {
 		if rd := r.Redirect; rd != nil && rd.Status == 0 {
 			rd.Status = DefaultRedirectStatus
 		}
+		if rl := r.RateLimit; rl != nil {
+			if rl.Key == "" {
+				rl.Key = RateKeySourceIP
+			}
+			setInt(d, p+".rate_limit.burst", &rl.Burst, max(1, int(math.Ceil(rl.Rate))))
+			setInt(d, p+".rate_limit.max_keys", &rl.MaxKeys, DefaultRateMaxKeys)
+		}
 		// A route's timeouts and retries start from its pool's: only what is written differs.
 		pl := pools[r.Pool]
 		if pl == nil {
@@ -283,6 +317,9 @@ func (d *decoder) validatePolicy(c *Config, fail func(path, format string, args 
 		}
 		checkPrefixes(p+".allow", l.Allow, fail)
 		checkPrefixes(p+".deny", l.Deny, fail)
+		if l.MaxConnsPerClient < 0 {
+			fail(p+".max_conns_per_client", "must be 0 (no limit) or more, got %d", l.MaxConnsPerClient)
+		}
 	}
 	for i := range c.Routes {
 		r := &c.Routes[i]
@@ -303,6 +340,9 @@ func (d *decoder) validatePolicy(c *Config, fail func(path, format string, args 
 		}
 		if r.Redirect != nil && (r.Timeouts != nil || r.Retries != nil || r.MaxBodyBytes != 0) {
 			fail(p+".redirect", "a redirect is answered by Ballast: max_body_bytes, timeouts and retries do nothing here")
+		}
+		if rl := r.RateLimit; rl != nil {
+			validateRateLimit(rl, p+".rate_limit", fail)
 		}
 		if rr := r.Retries; rr != nil && (rr.Attempts < 1 || rr.Attempts > maxAttempts) {
 			fail(p+".retries.attempts", "must be between 1 (no retry) and %d, got %d", maxAttempts, rr.Attempts)
@@ -444,5 +484,25 @@ func validateRedirect(rd *Redirect, p string, fail func(path, format string, arg
 		} else if err := checkPathChars(rd.Path); err != nil {
 			fail(p+".path", "%v", err)
 		}
+	}
+}
+
+func validateRateLimit(rl *RateLimit, p string, fail func(path, format string, args ...any)) {
+	if rl.Rate <= 0 || rl.Rate > 1e6 {
+		fail(p+".rate", "must be more than 0 and at most 1000000 requests a second, e.g. 10 or 0.5; got %g", rl.Rate)
+	}
+	if rl.Burst < 1 {
+		fail(p+".burst", "must be at least 1, got %d", rl.Burst)
+	}
+	if rl.MaxKeys < 1 || rl.MaxKeys > 10_000_000 {
+		fail(p+".max_keys", "must be between 1 and 10000000, got %d", rl.MaxKeys)
+	}
+	switch {
+	case !oneOf(rl.Key, rateKeys):
+		fail(p+".key", "unknown key %q (valid: %s)", rl.Key, strings.Join(rateKeys, ", "))
+	case rl.Key != RateKeySourceIP && rl.Name == "":
+		fail(p+".name", "key %s needs the %s name", rl.Key, rl.Key)
+	case rl.Key == RateKeySourceIP && rl.Name != "":
+		fail(p+".name", "key source_ip takes no name")
 	}
 }

@@ -25,8 +25,9 @@ type tablePolicy struct {
 
 // listenerPolicy is the compiled policy of one listener.
 type listenerPolicy struct {
-	requestID bool
-	acl       *acl
+	requestID         bool
+	acl               *acl
+	maxConnsPerClient int
 }
 
 // routePolicy is the compiled policy of one route; nil when the route has none.
@@ -37,6 +38,7 @@ type routePolicy struct {
 	redirect    *redirect
 	acl         *acl
 	maxBody     int64
+	limiter     *limiter
 }
 
 // reqState is one request's policy scratch, kept in its exchange. The byte slices keep their
@@ -61,7 +63,7 @@ func (st *reqState) reset() {
 }
 
 // compilePolicy builds t's policy from cfg; it leaves t.pol nil when nothing asks for one.
-func compilePolicy(cfg *config.Config, t *table) error {
+func compilePolicy(cfg *config.Config, t *table, prev *table) error {
 	trusted, err := config.ParsePrefixes(cfg.TrustedProxies)
 	if err != nil {
 		return err
@@ -77,14 +79,14 @@ func compilePolicy(cfg *config.Config, t *table) error {
 		if err != nil {
 			return fmt.Errorf("httpproxy: listener %s: %w", l.Name, err)
 		}
-		tp.listeners[l.Name] = &listenerPolicy{requestID: l.RequestID, acl: a}
+		tp.listeners[l.Name] = &listenerPolicy{requestID: l.RequestID, acl: a, maxConnsPerClient: l.MaxConnsPerClient}
 		used = true
 	}
 	for i := range cfg.Routes {
 		if cfg.Routes[i].RoutePolicy.Empty() {
 			continue
 		}
-		rp, err := compileRoute(&cfg.Routes[i])
+		rp, err := compileRoute(&cfg.Routes[i], prev, t.routes[i])
 		if err != nil {
 			return fmt.Errorf("httpproxy: route %d: %w", i, err)
 		}
@@ -99,7 +101,7 @@ func compilePolicy(cfg *config.Config, t *table) error {
 }
 
 // compileRoute compiles the policy of one route.
-func compileRoute(r *config.Route) (*routePolicy, error) {
+func compileRoute(r *config.Route, prev *table, rt route) (*routePolicy, error) {
 	rp := &routePolicy{}
 	var err error
 	if rp.reqHeaders, err = compileHeaders(r.RequestHeaders); err != nil {
@@ -116,6 +118,9 @@ func compileRoute(r *config.Route) (*routePolicy, error) {
 		return nil, err
 	}
 	rp.maxBody = int64(r.MaxBodyBytes)
+	if rl := r.RateLimit; rl != nil {
+		rp.limiter = reuseLimiter(prev, rt, rl)
+	}
 	return rp, nil
 }
 
@@ -239,6 +244,9 @@ func (ls *listenerState) admit(ctx *fasthttp.RequestCtx, t *table, r *route, x *
 		ls.refuse(ctx, t, x, fasthttp.StatusForbidden, "ballast: forbidden\n")
 		return false
 	}
+	if rp.limiter != nil && !ls.rateLimit(ctx, t, x, rp.limiter) {
+		return false
+	}
 	if rp.maxBody > 0 && !ls.limitBody(ctx, t, x, rp.maxBody) {
 		return false
 	}
@@ -337,4 +345,18 @@ func (ls *listenerState) logAccess(ctx *fasthttp.RequestCtx, x *exchange, a *att
 		}
 	}
 	al.write(&e)
+}
+
+// reuseLimiter keeps the buckets of the same rate limit on the same route across a reload,
+// so that a reload does not hand every client a fresh burst.
+func reuseLimiter(prev *table, rt route, rl *config.RateLimit) *limiter {
+	if prev != nil {
+		for _, pr := range prev.routes {
+			if pr.pol != nil && pr.pol.limiter != nil && pr.pol.limiter.conf == *rl &&
+				pr.listener == rt.listener && string(pr.host) == string(rt.host) && string(pr.prefix) == string(rt.prefix) {
+				return pr.pol.limiter
+			}
+		}
+	}
+	return newLimiter(rl)
 }

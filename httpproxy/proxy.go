@@ -145,7 +145,7 @@ func buildTable(cfg *config.Config, pools map[string]*upstream.Pool, prev *table
 		t.routes = append(t.routes, route{listener: r.Listener, host: []byte(host), prefix: []byte(r.PathPrefix), ps: ps})
 		t.needPath = t.needPath || r.PathPrefix != ""
 	}
-	if err := compilePolicy(cfg, t); err != nil { // policy.go
+	if err := compilePolicy(cfg, t, prev); err != nil { // policy.go
 		return nil, err
 	}
 	return t, nil
@@ -356,6 +356,8 @@ func (p *Proxy) Serve(ln net.Listener) error {
 	p.servers = append(p.servers, srv)
 	p.mu.Unlock()
 	ln = rawListener{ln} // client sockets read and written with raw calls: see rawIO
+	// Policy: max_conns_per_client (ratelimit.go).
+	ln = ls.limitConns(ln)
 	if lc.TLS != nil {
 		err = srv.ServeTLS(ln, lc.TLS.Cert, lc.TLS.Key)
 	} else {
