@@ -10,7 +10,8 @@ type Config struct {
 	Admin     Admin      `yaml:"admin"`
 	Logging   Logging    `yaml:"logging"`
 	// Traffic policy shared by listeners and routes: see policy.go.
-	TrustedProxies []string `yaml:"trusted_proxies,omitempty"`
+	TrustedProxies []string    `yaml:"trusted_proxies,omitempty"`
+	ErrorPages     []ErrorPage `yaml:"error_pages,omitempty"`
 }
 
 // Listener is one address Ballast accepts client connections on.

@@ -2,8 +2,10 @@ package config
 
 import (
 	"fmt"
+	"io"
 	"math"
 	"net/netip"
+	"os"
 	"reflect"
 	"regexp"
 	"slices"
@@ -123,6 +125,22 @@ type HeaderRules struct {
 	Set    []string `yaml:"set,omitempty"`    // replaces every field of that name
 	Add    []string `yaml:"add,omitempty"`    // appends a field, keeping those there
 }
+
+// ErrorPage replaces the body of a response Ballast itself produces with a given status.
+type ErrorPage struct {
+	Status      int    `yaml:"status"`
+	File        string `yaml:"file,omitempty"` // read when the configuration loads
+	Body        string `yaml:"body,omitempty"`
+	ContentType string `yaml:"content_type"` // default text/html; charset=utf-8
+}
+
+// DefaultErrorPageType is an error page's Content-Type when none is given.
+const DefaultErrorPageType = "text/html; charset=utf-8"
+
+// maxErrorPage bounds an error page file, which is held in memory.
+const maxErrorPage = 1 << 20
+
+var errorPageStatuses = []int{403, 404, 413, 429, 502, 503, 504}
 
 // Template variables in header values.
 const (
@@ -271,6 +289,11 @@ func (d *decoder) policyDefaults(c *Config) {
 	for i := range c.Pools {
 		pools[c.Pools[i].Name] = &c.Pools[i]
 	}
+	for i := range c.ErrorPages {
+		if c.ErrorPages[i].ContentType == "" {
+			c.ErrorPages[i].ContentType = DefaultErrorPageType
+		}
+	}
 	for i := range c.Routes {
 		r := &c.Routes[i]
 		p := fmt.Sprintf("routes[%d]", i)
@@ -348,6 +371,27 @@ func (d *decoder) validatePolicy(c *Config, fail func(path, format string, args 
 			fail(p+".retries.attempts", "must be between 1 (no retry) and %d, got %d", maxAttempts, rr.Attempts)
 		}
 		validateRedirect(r.Redirect, p+".redirect", fail)
+	}
+	seen := map[int]bool{}
+	for i, ep := range c.ErrorPages {
+		p := fmt.Sprintf("error_pages[%d]", i)
+		switch {
+		case !slices.Contains(errorPageStatuses, ep.Status):
+			fail(p+".status", "Ballast produces no %d of its own; valid: 403, 404, 413, 429, 502, 503, 504", ep.Status)
+		case seen[ep.Status]:
+			fail(p+".status", "status %d has two pages", ep.Status)
+		}
+		seen[ep.Status] = true
+		if (ep.File == "") == (ep.Body == "") {
+			fail(p, "set either file (a path) or body (the text), not both")
+		} else if ep.File != "" {
+			if _, err := ReadErrorPage(ep.File); err != nil {
+				fail(p+".file", "%v", err)
+			}
+		}
+		if strings.ContainsAny(ep.ContentType, "\r\n") {
+			fail(p+".content_type", "may not contain CR or LF")
+		}
 	}
 	lg := c.Logging
 	switch {
@@ -505,4 +549,21 @@ func validateRateLimit(rl *RateLimit, p string, fail func(path, format string, a
 	case rl.Key == RateKeySourceIP && rl.Name != "":
 		fail(p+".name", "key source_ip takes no name")
 	}
+}
+
+// ReadErrorPage reads an error page file, refusing one over 1 MiB (it is held in memory).
+func ReadErrorPage(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxErrorPage+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > maxErrorPage {
+		return nil, fmt.Errorf("%s is over 1 MiB", path)
+	}
+	return b, nil
 }

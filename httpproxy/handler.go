@@ -92,6 +92,9 @@ func (ls *listenerState) handle(ctx *fasthttp.RequestCtx) {
 	r := t.match(ls.name, h.Host(), path)
 	if r == nil {
 		ctx.Error("ballast: no route\n", fasthttp.StatusNotFound)
+		if t.pol != nil {
+			ls.errorPage(ctx, t) // errorpages.go
+		}
 		return
 	}
 	ps := r.ps
@@ -325,6 +328,7 @@ func (ls *listenerState) acquireError(ctx *fasthttp.RequestCtx, err error) {
 	default:
 		ctx.Error("ballast: "+err.Error()+"\n", fasthttp.StatusServiceUnavailable)
 	}
+	ls.errorPage(ctx, ls.proxy.table.Load()) // errorpages.go
 }
 
 // fail answers a request whose last attempt failed.
@@ -334,7 +338,7 @@ func (ls *listenerState) fail(ctx *fasthttp.RequestCtx, t *table, x *exchange, a
 		ctx.SetConnectionClose()
 	}
 	if t.pol != nil {
-		ls.failPolicy(ctx, a) // policy.go: 413, error pages
+		ls.failPolicy(ctx, t, a) // limits.go: 413, error pages
 	}
 	id := ""
 	if a.b != nil {

@@ -70,10 +70,12 @@ func overridePool(ps *poolState, r *config.Route) *poolState {
 	return &c
 }
 
-// failPolicy adjusts the answer to a failed request: a body cut at max_body_bytes is 413.
-func (ls *listenerState) failPolicy(ctx *fasthttp.RequestCtx, a *attempt) {
+// failPolicy adjusts the answer to a failed request: a body cut at max_body_bytes is 413,
+// and the error page replaces the body.
+func (ls *listenerState) failPolicy(ctx *fasthttp.RequestCtx, t *table, a *attempt) {
 	if a.class == errClient && errors.Is(a.err, errBodyTooLarge) {
 		ctx.Error("ballast: request body too large\n", fasthttp.StatusRequestEntityTooLarge)
 		ctx.SetConnectionClose()
 	}
+	ls.errorPage(ctx, t)
 }

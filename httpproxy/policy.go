@@ -21,6 +21,7 @@ import (
 type tablePolicy struct {
 	trusted   []netip.Prefix             // trusted_proxies
 	listeners map[string]*listenerPolicy // listeners that have a policy, by name
+	pages     map[int]*errorPage         // error_pages by status
 }
 
 // listenerPolicy is the compiled policy of one listener.
@@ -69,7 +70,10 @@ func compilePolicy(cfg *config.Config, t *table, prev *table) error {
 		return err
 	}
 	tp := &tablePolicy{trusted: trusted, listeners: map[string]*listenerPolicy{}}
-	used := len(trusted) > 0 || t.access
+	if tp.pages, err = loadErrorPages(cfg.ErrorPages); err != nil {
+		return err
+	}
+	used := len(trusted) > 0 || t.access || tp.pages != nil
 	for i := range cfg.Listeners {
 		l := &cfg.Listeners[i]
 		if l.ListenerPolicy.Empty() {
@@ -272,6 +276,7 @@ func (ls *listenerState) refuse(ctx *fasthttp.RequestCtx, t *table, x *exchange,
 	if ctx.Request.Header.ContentLength() != 0 {
 		ctx.SetConnectionClose() // the body was not read
 	}
+	ls.errorPage(ctx, t)
 	ls.answered(ctx, t, x)
 }
 
