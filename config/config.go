@@ -100,6 +100,8 @@ type Pool struct {
 	SlowStart Duration    `yaml:"slow_start"`
 	Health    HealthCheck `yaml:"health_check"`
 	Outlier   Outlier     `yaml:"outlier"`
+	// Sticky keeps a client on one backend with a cookie (policy.go).
+	Sticky *Sticky `yaml:"sticky,omitempty"`
 }
 
 // HashKey selects the request attribute hash balancers map to a backend.

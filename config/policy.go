@@ -142,6 +142,17 @@ const maxErrorPage = 1 << 20
 
 var errorPageStatuses = []int{403, 404, 413, 429, 502, 503, 504}
 
+// Sticky is cookie insertion (HAProxy's "cookie NAME insert"): the first response sets a
+// cookie naming the backend by an opaque token, and later requests carrying it go to that
+// backend while it is usable.
+type Sticky struct {
+	Cookie   string   `yaml:"cookie"`
+	MaxAge   Duration `yaml:"max_age"` // 0 = a session cookie
+	Path     string   `yaml:"path"`    // default /
+	Secure   bool     `yaml:"secure"`
+	HTTPOnly bool     `yaml:"http_only"`
+}
+
 // Template variables in header values.
 const (
 	VarClientIP  = "client_ip"  // the client's address (see trusted_proxies)
@@ -289,6 +300,11 @@ func (d *decoder) policyDefaults(c *Config) {
 	for i := range c.Pools {
 		pools[c.Pools[i].Name] = &c.Pools[i]
 	}
+	for i := range c.Pools {
+		if st := c.Pools[i].Sticky; st != nil && st.Path == "" {
+			st.Path = "/"
+		}
+	}
 	for i := range c.ErrorPages {
 		if c.ErrorPages[i].ContentType == "" {
 			c.ErrorPages[i].ContentType = DefaultErrorPageType
@@ -371,6 +387,22 @@ func (d *decoder) validatePolicy(c *Config, fail func(path, format string, args 
 			fail(p+".retries.attempts", "must be between 1 (no retry) and %d, got %d", maxAttempts, rr.Attempts)
 		}
 		validateRedirect(r.Redirect, p+".redirect", fail)
+	}
+	for i := range c.Pools {
+		st := c.Pools[i].Sticky
+		if st == nil {
+			continue
+		}
+		p := fmt.Sprintf("pools[%d].sticky", i)
+		if c.L4Pool(c.Pools[i].Name) {
+			fail(p, "sticky cookies need http; for tcp and udp pools use persistence")
+		}
+		if err := checkHeaderName(st.Cookie); err != nil || strings.ContainsAny(st.Cookie, "=;,") {
+			fail(p+".cookie", "needs a cookie name such as SRV (a token), got %q", st.Cookie)
+		}
+		if !strings.HasPrefix(st.Path, "/") || strings.ContainsAny(st.Path, "; \t\r\n") {
+			fail(p+".path", "must start with / and hold no ; or spaces, got %q", st.Path)
+		}
 	}
 	seen := map[int]bool{}
 	for i, ep := range c.ErrorPages {

@@ -263,7 +263,7 @@ func (ls *listenerState) forward(ctx *fasthttp.RequestCtx, t *table, ps *poolSta
 	cl := h.ContentLength()
 	stale := 0
 	for try := 1; ; {
-		b, err := ps.pool.Acquire(key, tried)
+		b, err := ps.acquire(ctx, key, tried) // sticky.go: the cookie's backend first
 		if err != nil {
 			if try > 1 || stale > 0 {
 				ls.fail(ctx, t, x, a)

@@ -74,6 +74,9 @@ func compilePolicy(cfg *config.Config, t *table, prev *table) error {
 		return err
 	}
 	used := len(trusted) > 0 || t.access || tp.pages != nil
+	for i := range cfg.Pools {
+		used = used || cfg.Pools[i].Sticky != nil
+	}
 	for i := range cfg.Listeners {
 		l := &cfg.Listeners[i]
 		if l.ListenerPolicy.Empty() {
@@ -293,6 +296,9 @@ func (ls *listenerState) respondPolicy(ctx *fasthttp.RequestCtx, x *exchange, a 
 	out := &ctx.Response.Header
 	if len(st.id) > 0 {
 		out.SetCanonical(keyRequestID, st.id)
+	}
+	if a.ps.sticky != nil {
+		a.ps.sticky.setCookie(ctx, a.b, &st.tmp)
 	}
 	rp := st.rp
 	if rp == nil {

@@ -74,6 +74,8 @@ type poolState struct {
 	maxIdle        int // keepalive.max_idle: idle connections kept per backend
 	maxRequests    int // keepalive.max_requests: requests per backend connection, 0 = unlimited
 	budget         *retryBudget
+
+	sticky *sticky // cookie insertion; nil when off (sticky.go)
 }
 
 // New builds a Proxy for cfg. pools maps every pool name the routes use to its pool; New gives
@@ -195,6 +197,7 @@ func newPoolState(pc *config.Pool, pool *upstream.Pool, prev *table) (*poolState
 	if ps.budget == nil || ps.budget.ratio != budgetRatio(pc) {
 		ps.budget = newRetryBudget(budgetRatio(pc))
 	}
+	ps.sticky = newSticky(pc, pool) // sticky.go
 	pcopy := *pc
 	pool.SetBackendInit(func(b *upstream.Backend) { b.Transport = newHostClient(&pcopy, b) })
 	return ps, nil
