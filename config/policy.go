@@ -57,7 +57,26 @@ type RoutePolicy struct {
 	Retries  *RouteRetries  `yaml:"retries,omitempty"`
 	// RateLimit answers 429 to a client over its rate.
 	RateLimit *RateLimit `yaml:"rate_limit,omitempty"`
+	// Compress compresses responses for clients that accept it; off when absent.
+	Compress *Compress `yaml:"compress,omitempty"`
 }
+
+// Compress says which responses a route compresses and how.
+type Compress struct {
+	Types      []string `yaml:"types"`      // media types, "text/*" allowed; default DefaultCompressTypes
+	MinSize    int      `yaml:"min_size"`   // bytes; smaller responses of known length go as they are
+	Algorithms []string `yaml:"algorithms"` // in order of preference; default br, gzip
+}
+
+// Compression defaults.
+var (
+	DefaultCompressTypes = []string{"text/html", "text/css", "text/plain", "text/javascript", "text/xml",
+		"application/javascript", "application/json", "application/xml", "image/svg+xml"}
+	DefaultCompressAlgorithms = []string{"br", "gzip"}
+)
+
+// DefaultCompressMinSize is compress.min_size when left out.
+const DefaultCompressMinSize = 1024
 
 // RateLimit is a token bucket per key: Rate tokens a second, up to Burst.
 type RateLimit struct {
@@ -316,6 +335,15 @@ func (d *decoder) policyDefaults(c *Config) {
 		if rd := r.Redirect; rd != nil && rd.Status == 0 {
 			rd.Status = DefaultRedirectStatus
 		}
+		if cp := r.Compress; cp != nil {
+			if len(cp.Types) == 0 {
+				cp.Types = append([]string(nil), DefaultCompressTypes...)
+			}
+			if len(cp.Algorithms) == 0 {
+				cp.Algorithms = append([]string(nil), DefaultCompressAlgorithms...)
+			}
+			setInt(d, p+".compress.min_size", &cp.MinSize, DefaultCompressMinSize)
+		}
 		if rl := r.RateLimit; rl != nil {
 			if rl.Key == "" {
 				rl.Key = RateKeySourceIP
@@ -382,6 +410,9 @@ func (d *decoder) validatePolicy(c *Config, fail func(path, format string, args 
 		}
 		if rl := r.RateLimit; rl != nil {
 			validateRateLimit(rl, p+".rate_limit", fail)
+		}
+		if cp := r.Compress; cp != nil {
+			validateCompress(cp, p+".compress", fail)
 		}
 		if rr := r.Retries; rr != nil && (rr.Attempts < 1 || rr.Attempts > maxAttempts) {
 			fail(p+".retries.attempts", "must be between 1 (no retry) and %d, got %d", maxAttempts, rr.Attempts)
@@ -598,4 +629,27 @@ func ReadErrorPage(path string) ([]byte, error) {
 		return nil, fmt.Errorf("%s is over 1 MiB", path)
 	}
 	return b, nil
+}
+
+func validateCompress(cp *Compress, p string, fail func(path, format string, args ...any)) {
+	if cp.MinSize < 0 {
+		fail(p+".min_size", "must be 0 or more bytes, got %d", cp.MinSize)
+	}
+	for i, t := range cp.Types {
+		typ, sub, ok := strings.Cut(t, "/")
+		if !ok || typ == "" || sub == "" || strings.ContainsAny(t, " ;,") || typ == "*" {
+			fail(fmt.Sprintf("%s.types[%d]", p, i), "%q is not a media type such as text/html or text/*", t)
+		}
+	}
+	seen := map[string]bool{}
+	for i, a := range cp.Algorithms {
+		ap := fmt.Sprintf("%s.algorithms[%d]", p, i)
+		switch {
+		case !oneOf(a, DefaultCompressAlgorithms):
+			fail(ap, "unknown algorithm %q (valid: br, gzip)", a)
+		case seen[a]:
+			fail(ap, "%s is listed twice", a)
+		}
+		seen[a] = true
+	}
 }

@@ -377,7 +377,7 @@ func (ls *listenerState) deliver(ctx *fasthttp.RequestCtx, t *table, x *exchange
 		if cl < -1 {
 			cl = -1
 		}
-		out.SetBodyStream(&x.relay, cl)
+		out.SetBodyStream(ls.responseStream(t, x, cl)) // compress.go: compressed when asked
 		return
 	}
 	a.release(a.ttfb, failed(a))

@@ -40,6 +40,7 @@ type routePolicy struct {
 	acl         *acl
 	maxBody     int64
 	limiter     *limiter
+	compress    *compression
 }
 
 // reqState is one request's policy scratch, kept in its exchange. The byte slices keep their
@@ -57,10 +58,13 @@ type reqState struct {
 	host    []byte // the Host as received, for ${host}
 	tmp     []byte // template expansion
 	limit   bodyLimit
+	zenc    uint8 // encoding chosen for a streamed response
+	zr      compressReader
+	ztmp    []byte // a compressed buffered body
 }
 
 func (st *reqState) reset() {
-	*st = reqState{id: st.id[:0], trace: st.trace[:0], uri: st.uri[:0], host: st.host[:0], tmp: st.tmp[:0]}
+	*st = reqState{id: st.id[:0], trace: st.trace[:0], uri: st.uri[:0], host: st.host[:0], tmp: st.tmp[:0], ztmp: st.ztmp[:0]}
 }
 
 // compilePolicy builds t's policy from cfg; it leaves t.pol nil when nothing asks for one.
@@ -128,6 +132,7 @@ func compileRoute(r *config.Route, prev *table, rt route) (*routePolicy, error) 
 	if rl := r.RateLimit; rl != nil {
 		rp.limiter = reuseLimiter(prev, rt, rl)
 	}
+	rp.compress = compileCompress(r.Compress)
 	return rp, nil
 }
 
@@ -307,6 +312,11 @@ func (ls *listenerState) respondPolicy(ctx *fasthttp.RequestCtx, x *exchange, a 
 	if rp.respHeaders != nil {
 		env := tmplEnv{st: st, tls: ls.tls, host: ctx.Request.Header.Host(), backend: a.b.ID}
 		rp.respHeaders.apply(out, &env, &st.tmp)
+	}
+	if rp.compress != nil {
+		if enc := rp.compress.choose(ctx); enc != encNone {
+			st.startCompression(ctx, enc, a.br != nil)
+		}
 	}
 }
 
