@@ -46,6 +46,7 @@ type routePolicy struct {
 // reqState is one request's policy scratch, kept in its exchange. The byte slices keep their
 // capacity across requests.
 type reqState struct {
+	used    bool // the policy ran: reset has something to clear
 	lp      *listenerPolicy
 	rp      *routePolicy
 	client  netip.Addr // the client: the peer, or what a trusted proxy says it forwarded
@@ -64,6 +65,10 @@ type reqState struct {
 }
 
 func (st *reqState) reset() {
+	if !st.used {
+		st.retries = 0 // the only field a request without policy touches
+		return
+	}
 	*st = reqState{id: st.id[:0], trace: st.trace[:0], uri: st.uri[:0], host: st.host[:0], tmp: st.tmp[:0], ztmp: st.ztmp[:0]}
 }
 
@@ -232,6 +237,7 @@ func (ls *listenerState) admit(ctx *fasthttp.RequestCtx, t *table, r *route, x *
 	st := &x.pol
 	tp := t.pol
 	h := &ctx.Request.Header
+	st.used = true
 	st.lp, st.rp = ls.listenerPolicy(t), r.pol
 	peer := clientAddr(ctx.RemoteAddr())
 	st.client = peer

@@ -188,7 +188,7 @@ func newPoolState(pc *config.Pool, pool *upstream.Pool, prev *table) (*poolState
 	// The retry budget survives a reload of the same pool, so a reload does not refill it.
 	if prev != nil {
 		for _, r := range prev.routes {
-			if r.ps.name == pc.Name {
+			if r.ps != nil && r.ps.name == pc.Name { // a redirect route has no pool
 				ps.budget = r.ps.budget
 				break
 			}

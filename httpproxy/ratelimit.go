@@ -234,13 +234,6 @@ func (cl *connLimiter) release(ip netip.Addr) {
 	cl.mu.Unlock()
 }
 
-// open is the number of counted connections of ip, for tests.
-func (cl *connLimiter) open(ip netip.Addr) int {
-	cl.mu.Lock()
-	defer cl.mu.Unlock()
-	return cl.counts[ip]
-}
-
 // countedConn gives its place back when closed (once).
 type countedConn struct {
 	net.Conn

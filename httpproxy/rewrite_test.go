@@ -80,6 +80,13 @@ func TestRedirects(t *testing.T) {
 	if n := rec.count(); n != 0 {
 		t.Errorf("the backend received %d redirected requests", n)
 	}
+	// A reload of a table with pool-less routes (the retry budget is carried over by pool).
+	if err := tp.Swap(cfg, tp.pools); err != nil {
+		t.Fatal(err)
+	}
+	if resp, _ := rawDo(t, tp.addr, tests[0].req); resp.StatusCode != 301 {
+		t.Errorf("after a reload: %d", resp.StatusCode)
+	}
 }
 
 // FuzzRewrite: a rewrite that validation accepts never panics, always yields a path starting
