@@ -131,3 +131,31 @@ func BenchmarkLimiterAllow(b *testing.B) {
 		}
 	})
 }
+
+// TestLimiterSurvivesReload: a reload that keeps a route's rate limit keeps its buckets (no
+// fresh burst for everyone); one that changes the limit starts new buckets.
+func TestLimiterSurvivesReload(t *testing.T) {
+	rec := newRecorder(t, nil)
+	cfg := testConfig(testPool("p", "roundrobin", hostOf(rec.Server)))
+	cfg.Routes[0].RateLimit = &config.RateLimit{Rate: 0.01, Burst: 1, Key: "source_ip", MaxKeys: 10}
+	tp := startProxy(t, cfg)
+	c := testClient()
+	if resp, _ := get(t, c, "GET", tp.url("/"), nil, nil); resp.StatusCode != 200 {
+		t.Fatalf("first request: %d", resp.StatusCode)
+	}
+	if err := tp.Swap(cfg, tp.pools); err != nil {
+		t.Fatal(err)
+	}
+	if resp, _ := get(t, c, "GET", tp.url("/"), nil, nil); resp.StatusCode != 429 {
+		t.Errorf("after a reload with the same limit: %d, want 429 (the bucket is kept)", resp.StatusCode)
+	}
+	cfg2 := testConfig(testPool("p", "roundrobin", hostOf(rec.Server)))
+	cfg2.Listeners[0].Address = tp.addr
+	cfg2.Routes[0].RateLimit = &config.RateLimit{Rate: 0.01, Burst: 2, Key: "source_ip", MaxKeys: 10}
+	if err := tp.Swap(cfg2, tp.pools); err != nil {
+		t.Fatal(err)
+	}
+	if resp, _ := get(t, c, "GET", tp.url("/"), nil, nil); resp.StatusCode != 200 {
+		t.Errorf("after a reload with a new limit: %d, want 200 (new buckets)", resp.StatusCode)
+	}
+}
