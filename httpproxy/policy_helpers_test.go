@@ -54,6 +54,18 @@ func (rec *recorder) last(t testing.TB) seen {
 	return rec.reqs[len(rec.reqs)-1]
 }
 
+// find returns the request the backend got for uri, if any.
+func (rec *recorder) find(uri string) (seen, bool) {
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	for _, r := range rec.reqs {
+		if r.uri == uri {
+			return r, true
+		}
+	}
+	return seen{}, false
+}
+
 func (rec *recorder) count() int {
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
