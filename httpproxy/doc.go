@@ -79,6 +79,15 @@
 //     backend and its response awaited without a speculative read (deadlineConn.writeAndWait);
 //     client read deadlines are armed lazily (rawConn). A response whose body came with its
 //     headers is one write to the client.
+//   - Traffic policy (policy.go and one file per policy): compiled once per table into
+//     immutable structs; a table that configures none has a nil policy and the request path
+//     checks that one pointer. In order: client address (trusted_proxies), allow/deny → 403,
+//     rate limit → 429 + Retry-After, max_body_bytes → 413, redirect (answered here), request
+//     ID, rewrite, request headers; then response headers, sticky cookie, compression; error
+//     pages replace the bodies of Ballast's own 403/404/413/429/502/503/504. Rate limiters
+//     and the per-client connection counts are sharded or taken on accept only; no policy
+//     takes a global lock per request. The access log (accesslog.go) is written apart from
+//     the error log, one write per line, and reopened by ReopenAccessLog (SIGUSR1).
 //
 // Concurrency: all methods of Proxy are safe for concurrent use. The request path loads one
 // immutable route table through an atomic pointer and takes no lock of its own (hedged

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"io"
-	"log/slog"
 	"math/rand/v2"
 	"sync"
 	"time"
@@ -28,6 +27,8 @@ type exchange struct {
 	body  []byte
 	buf   []byte
 	raw   bool // ctx.Request.bodyRaw points into body
+
+	pol reqState // traffic policy scratch (policy.go); untouched when the table has none
 }
 
 var exchangePool = sync.Pool{New: func() any { return new(exchange) }}
@@ -42,6 +43,7 @@ func (x *exchange) put() {
 	x.relay = relay{}
 	x.up = upload{}
 	x.raw = false
+	x.pol.reset()
 	exchangePool.Put(x)
 }
 
@@ -93,6 +95,9 @@ func (ls *listenerState) handle(ctx *fasthttp.RequestCtx) {
 	r := t.match(ls.name, h.Host(), path)
 	if r == nil {
 		ctx.Error("ballast: no route\n", fasthttp.StatusNotFound)
+		if t.pol != nil {
+			ls.errorPage(ctx, t) // errorpages.go
+		}
 		return
 	}
 	// fasthttp parsed the target into a URI and would write the request from it: percent-
@@ -108,6 +113,9 @@ func (ls *listenerState) handle(ctx *fasthttp.RequestCtx) {
 			refuse(ctx, headUpgradeBody)
 			return
 		}
+		if t.pol != nil && !ls.admitUpgrade(ctx, t, r) { // policy.go
+			return
+		}
 		ls.tunnel(ctx, t, ps)
 		return
 	}
@@ -121,6 +129,10 @@ func (ls *listenerState) handle(ctx *fasthttp.RequestCtx) {
 		// one connect per request. Sent as HTTP/1.1 (it has a Host), it keeps the pooled
 		// connection; the client side still speaks HTTP/1.0, decided before the handler.
 		h.SetProtocolBytes(http11)
+	}
+	if t.pol != nil && !ls.applyPolicy(ctx, t, r, x, &sc) { // policy.go: answered by Ballast
+		ls.finish(ctx, x)
+		return
 	}
 	x.buf = addForwardingHeaders(h, sc, clientAddr(ctx.RemoteAddr()), ls.tls, x.buf)
 	replayable, err := ls.prepareBody(ctx, x, ps)
@@ -297,10 +309,10 @@ func (ls *listenerState) forward(ctx *fasthttp.RequestCtx, t *table, ps *poolSta
 	cl := h.ContentLength()
 	stale := 0
 	for try := 1; ; {
-		b, err := ps.pool.Acquire(key, tried)
+		b, err := ps.acquire(ctx, key, tried) // sticky.go: the cookie's backend first
 		if err != nil {
 			if try > 1 || stale > 0 {
-				ls.fail(ctx, t, a)
+				ls.fail(ctx, t, x, a)
 			} else {
 				ls.acquireError(ctx, err)
 			}
@@ -330,9 +342,10 @@ func (ls *listenerState) forward(ctx *fasthttp.RequestCtx, t *table, ps *poolSta
 		case try < ps.attempts && ps.retryable(a, h, untouched) && ps.budget.spend(coarseUnix()):
 			markTried(&tried, b)
 			ps.counters.retries.Add(1)
+			x.pol.retries++
 			try++
 		default:
-			ls.fail(ctx, t, a)
+			ls.fail(ctx, t, x, a)
 			ls.finish(ctx, x)
 			return
 		}
@@ -364,13 +377,17 @@ func (ls *listenerState) acquireError(ctx *fasthttp.RequestCtx, err error) {
 	default:
 		ctx.Error("ballast: "+err.Error()+"\n", fasthttp.StatusServiceUnavailable)
 	}
+	ls.errorPage(ctx, ls.proxy.table.Load()) // errorpages.go
 }
 
 // fail answers a request whose last attempt failed.
-func (ls *listenerState) fail(ctx *fasthttp.RequestCtx, t *table, a *attempt) {
+func (ls *listenerState) fail(ctx *fasthttp.RequestCtx, t *table, x *exchange, a *attempt) {
 	ctx.Error("ballast: "+a.class.String()+"\n", a.class.status())
 	if a.class == errClient || a.class == errClientTimeout {
 		ctx.SetConnectionClose()
+	}
+	if t.pol != nil {
+		ls.failPolicy(ctx, t, a) // limits.go: 413, error pages
 	}
 	id := ""
 	if a.b != nil {
@@ -378,7 +395,7 @@ func (ls *listenerState) fail(ctx *fasthttp.RequestCtx, t *table, a *attempt) {
 	}
 	ls.proxy.logger.Warn("request failed", "pool", a.ps.name, "backend", id, "reason", a.class.String(), "err", a.err)
 	if t.access {
-		ls.logAccess(ctx, a, time.Duration(0))
+		ls.logAccess(ctx, x, a, time.Since(a.start))
 	}
 }
 
@@ -400,6 +417,9 @@ func (ls *listenerState) deliver(ctx *fasthttp.RequestCtx, t *table, x *exchange
 	if ls.expose(t) {
 		out.Header.SetCanonical(keyBackend, s2b(a.b.ID))
 	}
+	if t.pol != nil {
+		ls.respondPolicy(ctx, x, a) // policy.go
+	}
 	if a.br != nil {
 		cl := a.resp.Header.ContentLength()
 		x.relay = relay{ls: ls, t: t, x: x, a: a, ctx: ctx, r: a.resp.BodyStream(), remain: int64(cl)}
@@ -408,13 +428,14 @@ func (ls *listenerState) deliver(ctx *fasthttp.RequestCtx, t *table, x *exchange
 		}
 		// A body with a length is written by fasthttp into a buffer it flushes only when
 		// full; relay.WriteTo writes it to the connection itself, so the headers go first.
-		out.ImmediateHeaderFlush = cl >= 0
-		out.SetBodyStream(&x.relay, cl)
+		body, n := ls.responseStream(t, x, cl) // compress.go: compressed when asked
+		out.ImmediateHeaderFlush = n >= 0
+		out.SetBodyStream(body, n)
 		return
 	}
 	a.release(a.ttfb, failed(a))
 	if t.access {
-		ls.logAccess(ctx, a, time.Since(a.start))
+		ls.logAccess(ctx, x, a, time.Since(a.start))
 	}
 	if a != &x.first {
 		fasthttp.ReleaseRequest(a.req)
@@ -445,6 +466,8 @@ type relay struct {
 	eof    bool
 	broken bool
 	reads  int // deadlines are refreshed every refreshReads reads, not on every one
+
+	n int64 // bytes relayed, for the access log
 }
 
 // refreshReads is how often (in reads of up to the server's buffer size) a streaming body
@@ -453,6 +476,7 @@ const refreshReads = 16
 
 func (r *relay) Read(p []byte) (int, error) {
 	n, err := r.r.Read(p)
+	r.n += int64(n)
 	if r.remain >= 0 {
 		r.remain -= int64(n)
 		if r.remain <= 0 {
@@ -498,7 +522,7 @@ func (r *relay) Close() error {
 	// A body cut short by the backend is its failure; a client that went away is not.
 	a.release(a.ttfb, r.broken || failed(a))
 	if r.t.access {
-		r.ls.logAccess(r.ctx, a, time.Since(a.start))
+		r.ls.logAccess(r.ctx, r.x, a, time.Since(a.start))
 	}
 	x, ctx, ls := r.x, r.ctx, r.ls
 	if a != &x.first {
@@ -506,23 +530,4 @@ func (r *relay) Close() error {
 	}
 	ls.finish(ctx, x)
 	return nil
-}
-
-// logAccess writes one access-log line.
-func (ls *listenerState) logAccess(ctx *fasthttp.RequestCtx, a *attempt, d time.Duration) {
-	id := ""
-	if a.b != nil {
-		id = a.b.ID
-	}
-	ls.proxy.logger.LogAttrs(ctx, slog.LevelInfo, "access",
-		slog.String("listener", ls.name),
-		slog.String("client", ctx.RemoteAddr().String()),
-		slog.String("method", string(ctx.Method())),
-		slog.String("uri", string(ctx.RequestURI())),
-		slog.Int("status", ctx.Response.StatusCode()),
-		slog.String("pool", a.ps.name),
-		slog.String("backend", id),
-		slog.Duration("ttfb", a.ttfb),
-		slog.Duration("duration", d),
-	)
 }

@@ -58,6 +58,14 @@ func (p *httpPlane) Serve(listener string, ln net.Listener) error {
 	return p.proxy.Serve(listener, ln)
 }
 
+// ReopenLogs reopens the access log file (SIGUSR1).
+func (p *httpPlane) ReopenLogs() error {
+	if p.proxy == nil {
+		return nil
+	}
+	return p.proxy.ReopenAccessLog()
+}
+
 func (p *httpPlane) Shutdown(ctx context.Context) error {
 	if p.proxy == nil {
 		return nil
