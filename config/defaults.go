@@ -70,6 +70,9 @@ func (d *decoder) defaults(c *Config) {
 		if c.L4Pool(c.Pools[i].Name) {
 			d.l4PoolDefaults(&c.Pools[i], p)
 		}
+		if c.DirectorPool(c.Pools[i].Name) {
+			d.directorPoolDefaults(&c.Pools[i], p)
+		}
 		d.poolDefaults(&c.Pools[i], p)
 	}
 	if c.Logging.Level == "" {

@@ -118,6 +118,7 @@ func (d *decoder) validate(c *Config) {
 	}
 
 	d.validateL4(c, fail)
+	d.validateDirector(c, fail)
 
 	a := c.Admin
 	if a.Address != "" {
