@@ -36,9 +36,11 @@ type VIPView struct {
 
 // RealView is one real server of a VIP.
 type RealView struct {
-	Backend         string `json:"backend"` // the pool's backend ID
-	Address         string `json:"address"`
-	State           string `json:"state"` // up, down, disabled, drain, unresolved
+	Backend string `json:"backend"` // the pool's backend ID
+	Address string `json:"address"`
+	// State: up; down (health check), disabled, ejected (from the pool); drain (weight 0);
+	// unresolved (DR, TUN: no next-hop MAC).
+	State           string `json:"state"`
 	Weight          int    `json:"weight"`
 	EffectiveWeight int    `json:"effective_weight"`
 	Slots           int    `json:"slots"` // Maglev table slots it holds

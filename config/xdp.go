@@ -39,13 +39,17 @@ func (c *Config) DirectorPool(name string) bool {
 }
 
 // directorPoolDefaults: the director places new flows with a Maglev table over the whole
-// 5-tuple unless told otherwise, as LVS's mh scheduler and Katran do.
+// 5-tuple unless told otherwise, as LVS's mh scheduler and Katran do, and its real servers
+// need not speak HTTP (a tcp check, as for the tcp proxy's pools).
 func (d *decoder) directorPoolDefaults(pl *Pool, p string) {
-	if !d.has(p+".balancer", false) {
+	if !d.has(p+".balancer", pl.Balancer != "") {
 		pl.Balancer = "maglev"
 	}
-	if pl.Balancer == "maglev" && (pl.HashKey == HashKey{} || !d.has(p+".hash_key", false)) {
-		pl.HashKey = HashKey{Source: "flow"}
+	if pl.Balancer == "maglev" && pl.HashKey == (HashKey{}) {
+		pl.HashKey.Source = "flow"
+	}
+	if pl.Health.Type == "" {
+		pl.Health.Type = "tcp"
 	}
 }
 

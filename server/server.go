@@ -176,6 +176,8 @@ func (s *Server) Describe() string {
 				scheme = "https://"
 			}
 			parts = append(parts, scheme+so.ln.Addr().String())
+		} else if l.IsDirector() {
+			parts = append(parts, fmt.Sprintf("VIP %s/%s (XDP %s on %s)", l.Address, l.Protocol, l.Forwarding, l.Interface))
 		}
 	}
 	var pools []string

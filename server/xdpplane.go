@@ -54,6 +54,7 @@ type vipBinding struct {
 	poolName string
 	written  []director.Real // what the director was last given
 	ids      map[netip.Addr]string
+	states   map[netip.Addr]upstream.State // why a Real was Down: disabled, down or ejected
 }
 
 func newXDPPlane(logger *slog.Logger) *xdpPlane {
@@ -238,10 +239,11 @@ func (p *xdpPlane) follow() {
 
 // reals is the pool's backends as the director's real servers: disabled, down and ejected
 // backends are Down (no new flows, established ones stay), draining ones weigh 0.
-func reals(pool *upstream.Pool) ([]director.Real, map[netip.Addr]string) {
+func reals(pool *upstream.Pool) ([]director.Real, map[netip.Addr]string, map[netip.Addr]upstream.State) {
 	bs := pool.Backends()
 	out := make([]director.Real, 0, len(bs))
 	ids := make(map[netip.Addr]string, len(bs))
+	states := make(map[netip.Addr]upstream.State, len(bs))
 	for _, b := range bs {
 		ap, ok := b.AddrPort()
 		if !ok || !ap.Addr().Is4() {
@@ -251,7 +253,9 @@ func reals(pool *upstream.Pool) ([]director.Real, map[netip.Addr]string) {
 			continue
 		}
 		r := director.Real{Addr: ap.Addr(), Weight: b.Weight()}
-		switch b.State() {
+		st := b.State()
+		states[ap.Addr()] = st
+		switch st {
 		case upstream.StateDisabled, upstream.StateDown, upstream.StateEjected:
 			r.Down = true
 		case upstream.StateDraining:
@@ -260,12 +264,12 @@ func reals(pool *upstream.Pool) ([]director.Real, map[netip.Addr]string) {
 		out = append(out, r)
 		ids[ap.Addr()] = b.ID
 	}
-	return out, ids
+	return out, ids, states
 }
 
 // setVIP gives the director vb's real servers when they changed since the last call.
 func (p *xdpPlane) setVIP(id *ifaceDirector, vb *vipBinding) error {
-	rs, ids := reals(vb.pool)
+	rs, ids, states := reals(vb.pool)
 	if vb.written != nil && slices.EqualFunc(rs, vb.written, func(a, b director.Real) bool {
 		return a.Addr == b.Addr && a.Weight == b.Weight && a.Down == b.Down
 	}) {
@@ -274,7 +278,7 @@ func (p *xdpPlane) setVIP(id *ifaceDirector, vb *vipBinding) error {
 	if err := id.d.SetVIP(vb.vip, rs); err != nil {
 		return fmt.Errorf("listener %s: %w", vb.listener, err)
 	}
-	vb.written, vb.ids = rs, ids
+	vb.written, vb.ids, vb.states = rs, ids, states
 	return nil
 }
 
@@ -330,8 +334,12 @@ func (p *xdpPlane) Directors() []admin.DirectorView {
 			}
 			vv := admin.VIPView{Listener: vb.listener, Pool: vb.poolName, VIP: s.VIP.String(), Scheduler: s.VIP.Scheduler, DirectorTraffic: traffic(s.Traffic, s.ActiveFlows)}
 			for _, r := range s.Reals {
+				state := r.State
+				if state == director.StateDisabled { // Real.Down: say why the pool took it out
+					state = vb.states[r.Addr].String()
+				}
 				vv.Reals = append(vv.Reals, admin.RealView{
-					Backend: vb.ids[r.Addr], Address: netip.AddrPortFrom(r.Addr, s.VIP.Port).String(), State: r.State,
+					Backend: vb.ids[r.Addr], Address: netip.AddrPortFrom(r.Addr, s.VIP.Port).String(), State: state,
 					Weight: r.Weight, EffectiveWeight: r.EffectiveWeight, Slots: r.Slots, DirectorTraffic: traffic(r.Traffic, r.ActiveFlows),
 				})
 			}
