@@ -256,16 +256,43 @@ func (l *Lab) Start(ns netns.NsHandle, cmd *exec.Cmd) error {
 	return l.In(ns, cmd.Start)
 }
 
-// RxBytes is what eth0 of ns has received.
-func (l *Lab) RxBytes(ns netns.NsHandle) (uint64, error) {
-	var n uint64
+// Traffic is what eth0 of ns has received and sent so far, in bytes.
+func (l *Lab) Traffic(ns netns.NsHandle) (rx, tx uint64, err error) {
+	err = l.In(ns, func() error {
+		eth0, err := netlink.LinkByName("eth0")
+		if err != nil {
+			return err
+		}
+		rx, tx = eth0.Attrs().Statistics.RxBytes, eth0.Attrs().Statistics.TxBytes
+		return nil
+	})
+	return rx, tx, err
+}
+
+// XDPProgram is the ID of the XDP program attached to eth0 of ns, or 0.
+func (l *Lab) XDPProgram(ns netns.NsHandle) (uint32, error) {
+	var id uint32
 	err := l.In(ns, func() error {
 		eth0, err := netlink.LinkByName("eth0")
 		if err != nil {
 			return err
 		}
-		n = eth0.Attrs().Statistics.RxBytes
+		if x := eth0.Attrs().Xdp; x != nil && x.Attached {
+			id = x.ProgId
+		}
 		return nil
 	})
-	return n, err
+	return id, err
+}
+
+// RouteDel removes, in ns, the host route to dst that RouteVia added.
+func (l *Lab) RouteDel(ns netns.NsHandle, dst, gw netip.Addr) error {
+	return l.In(ns, func() error {
+		eth0, err := netlink.LinkByName("eth0")
+		if err != nil {
+			return err
+		}
+		_, n, _ := net.ParseCIDR(dst.String() + "/32")
+		return netlink.RouteDel(&netlink.Route{LinkIndex: eth0.Attrs().Index, Dst: n, Gw: gw.AsSlice()})
+	})
 }
