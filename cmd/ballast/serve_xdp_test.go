@@ -208,12 +208,72 @@ func (x *xdpLab) waitState(adminAddr string, i int, state string) {
 	}
 }
 
+// realsOf returns the real servers of the director's first VIP (by address order: the TCP one
+// in these tests).
 func realsOf(t *testing.T, r admin.PoolsResponse) []admin.RealView {
 	t.Helper()
-	if len(r.Directors) != 1 || len(r.Directors[0].VIPs) != 1 {
-		t.Fatalf("status shows directors %+v, want one with one VIP", r.Directors)
+	if len(r.Directors) != 1 || len(r.Directors[0].VIPs) == 0 {
+		t.Fatalf("status shows directors %+v, want one with a VIP", r.Directors)
 	}
 	return r.Directors[0].VIPs[0].Reals
+}
+
+// serveUDP answers every datagram to VIP:port on each real server with "NAME CLIENT-IP", from
+// the VIP itself (DR: the reply goes straight to the client).
+func (x *xdpLab) serveUDP(port uint16) {
+	for _, r := range x.Reals {
+		var c *net.UDPConn
+		err := x.In(r.NS, func() error {
+			var err error
+			c, err = net.ListenUDP("udp4", net.UDPAddrFromAddrPort(netip.AddrPortFrom(netlab.VIP, port)))
+			return err
+		})
+		if err != nil {
+			x.t.Fatal(err)
+		}
+		x.t.Cleanup(func() { c.Close() })
+		name := r.Name
+		go func() {
+			buf := make([]byte, 1500)
+			for {
+				_, from, err := c.ReadFromUDPAddrPort(buf)
+				if err != nil {
+					return
+				}
+				_, _ = c.WriteToUDPAddrPort([]byte(name+" "+from.Addr().String()), from)
+			}
+		}()
+	}
+}
+
+// askUDP sends one datagram per flow to VIP:port from the client and counts the answering
+// real servers; each must have seen the client's own address.
+func (x *xdpLab) askUDP(port uint16, n int) map[string]int {
+	x.t.Helper()
+	seen := map[string]int{}
+	for i := range n {
+		c, err := x.Dialer(x.Client.NS)(context.Background(), "udp4", netip.AddrPortFrom(netlab.VIP, port).String())
+		if err != nil {
+			x.t.Fatal(err)
+		}
+		_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+		buf := make([]byte, 1500)
+		_, err = fmt.Fprintf(c, "q%d", i)
+		k := 0
+		if err == nil {
+			k, err = c.Read(buf)
+		}
+		c.Close()
+		if err != nil {
+			x.t.Fatalf("UDP query %d through the VIP: %v", i, err)
+		}
+		name, client, _ := strings.Cut(string(buf[:k]), " ")
+		if client != netlab.ClientIP.String() {
+			x.t.Fatalf("UDP query %d: %s saw the client as %q", i, name, client)
+		}
+		seen[name]++
+	}
+	return seen
 }
 
 var e2eDirectorRE = regexp.MustCompile(`^ballast: serving on VIP (\S+) \(XDP (\w+) on (\w+)\)`)
@@ -284,9 +344,9 @@ func TestServeDirectorDR(t *testing.T) {
 	}
 }
 
-// TestServeDirectorFile: one process runs an HTTP proxy listener and a director listener
-// from one file; the pool's health check takes a dead real server out of the director's table;
-// a reload that changes the director's pool moves new flows.
+// TestServeDirectorFile: one process runs an HTTP proxy listener and two director listeners
+// (TCP and UDP VIPs on one director) from one file; the pool's health check takes a dead real
+// server out of the director's table; a reload that changes the director's pool moves new flows.
 func TestServeDirectorFile(t *testing.T) {
 	x := newXDPLab(t, 2)
 	const adminAddrFile = "127.0.0.1:9191"
@@ -296,19 +356,24 @@ func TestServeDirectorFile(t *testing.T) {
 		e2eWriteFile(t, file, fmt.Sprintf(`listeners:
   - {name: web, address: %[1]s:8080}
   - {name: vip, address: %[2]s:80, protocol: tcp, forwarding: dr, interface: eth0}
+  - {name: dns, address: %[2]s:5353, protocol: udp, forwarding: dr, interface: eth0}
 pools:
   - name: web
     backends: [{address: %[3]s:80}, {address: %[4]s:80}]
   - name: reals
     health_check: {type: http, path: /, interval: 200ms}
     backends: [%[5]s]
+  - name: dns
+    backends: [{address: %[3]s:5353}, {address: %[4]s:5353}]
 routes:
   - {listener: web, pool: web}
   - {listener: vip, pool: reals}
+  - {listener: dns, pool: dns}
 admin: {address: %[6]s}
 `, netlab.DirectorIP, netlab.VIP, netlab.RealIP(0), netlab.RealIP(1), reals, adminAddrFile))
 	}
 	write(fmt.Sprintf("{address: %s:80}, {address: %s:80}", netlab.RealIP(0), netlab.RealIP(1)))
+	x.serveUDP(5353)
 	p := x.startIn(x.Director.NS, "serve", "-c", file)
 	m, _ := p.waitLine(false, 0, regexp.MustCompile(`^ballast: serving on http://(\S+), VIP (\S+)/tcp \(XDP dr on eth0\)`))
 	if m[1] != netlab.DirectorIP.String()+":8080" || m[2] != netlab.VIP.String()+":80" {
@@ -322,6 +387,13 @@ admin: {address: %[6]s}
 	vipURL := "http://" + netlab.VIP.String() + "/"
 	if seen := x.spread(vipURL, 30, netlab.ClientIP); len(seen) != 2 {
 		t.Errorf("30 connections through the VIP reached %v, want both real servers", seen)
+	}
+	// The UDP VIP, on the same director.
+	if seen := x.askUDP(5353, 20); len(seen) != 2 {
+		t.Errorf("20 UDP flows through the VIP reached %v, want both real servers", seen)
+	}
+	if st := x.status(adminAddrFile); len(st.Directors) != 1 || len(st.Directors[0].VIPs) != 2 || st.Directors[0].VIPs[1].NewFlows != 20 {
+		t.Errorf("status: want one director with the TCP and the UDP VIP, the UDP one with 20 new flows: %+v", st.Directors)
 	}
 	// real1 dies: the pool's HTTP check (the health package, run by the server) marks it down
 	// and the director stops giving it new flows.
