@@ -93,7 +93,7 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&q.mode, "mode", "http", "quick form: what to balance: http, or dr, tun, nat for the XDP director (docs/xdp.md)")
 	q.director.register(fs)
 	fs.StringVar(&q.listen, "listen", "127.0.0.1:8080", "quick form: `address` to listen on (with --mode dr|tun|nat: the VIP)")
-	fs.StringVar(&q.balancer, "balancer", config.DefaultBalancer, "quick form: balancing `algorithm` (see docs/config.md)")
+	fs.StringVar(&q.balancer, "balancer", "", "quick form: balancing `algorithm` (see docs/config.md; default "+config.DefaultBalancer+", maglev with --mode dr|tun|nat)")
 	fs.Var(&q.backends, "backend", "quick form: backend `host:port` (repeat the flag for each backend)")
 	fs.IntVar(&q.maxConns, "max-conns", 0, "quick form: connection limit per backend (0 = none)")
 	fs.IntVar(&q.maxQueue, "max-queue", 0, "quick form: backlog queue length when every backend is at max-conns")

@@ -41,9 +41,6 @@ func (q *quickForm) directorConfig() (*config.Config, error) {
 		Listeners: []config.Listener{{Address: q.listen, Protocol: proto, Forwarding: q.mode, Interface: q.director.iface}},
 		Pools:     []config.Pool{{Name: "default", Balancer: q.balancer, MaxConns: q.maxConns, MaxQueue: q.maxQueue}},
 	}
-	if q.balancer == config.DefaultBalancer {
-		c.Pools[0].Balancer = "" // --balancer not given: the director pool's default (maglev) applies
-	}
 	c.Admin.Address = q.admin
 	hc := config.HealthCheck{Type: "tcp", Interval: config.Duration{Duration: q.healthInterval}}
 	if q.healthPath != "" {

@@ -32,12 +32,13 @@ func TestQuickFormDirectorConfig(t *testing.T) {
 		q       quickForm
 		wantErr string
 	}{
-		{"dr", quickForm{mode: "dr", director: directorFlags{iface: "eth0"}, listen: "10.0.0.100:80", balancer: "roundrobin", backends: stringList{"10.0.0.11:80", "10.0.0.12:80"}}, ""},
+		{"dr", quickForm{mode: "dr", director: directorFlags{iface: "eth0"}, listen: "10.0.0.100:80", backends: stringList{"10.0.0.11:80", "10.0.0.12:80"}}, ""},
 		{"udp wlc http check", quickForm{mode: "nat", director: directorFlags{iface: "eth1", udp: true}, listen: "10.0.0.100:53", balancer: "wlc", healthPath: "/h", backends: stringList{"10.0.0.11:53"}}, ""},
-		{"no iface", quickForm{mode: "tun", listen: "10.0.0.100:80", balancer: "roundrobin", backends: stringList{"10.0.0.11:80"}}, "--mode tun needs --iface"},
-		{"port translation", quickForm{mode: "dr", director: directorFlags{iface: "eth0"}, listen: "10.0.0.100:80", balancer: "roundrobin", backends: stringList{"10.0.0.11:8080"}}, "does not translate ports"},
+		{"no iface", quickForm{mode: "tun", listen: "10.0.0.100:80", backends: stringList{"10.0.0.11:80"}}, "--mode tun needs --iface"},
+		{"port translation", quickForm{mode: "dr", director: directorFlags{iface: "eth0"}, listen: "10.0.0.100:80", backends: stringList{"10.0.0.11:8080"}}, "does not translate ports"},
 		{"proxy balancer", quickForm{mode: "dr", director: directorFlags{iface: "eth0"}, listen: "10.0.0.100:80", balancer: "sqf", backends: stringList{"10.0.0.11:80"}}, `balancer "sqf" is not one the XDP director runs (valid: maglev, wlc)`},
-		{"max conns", quickForm{mode: "dr", director: directorFlags{iface: "eth0"}, listen: "10.0.0.100:80", balancer: "roundrobin", maxConns: 3, backends: stringList{"10.0.0.11:80"}}, "max_conns is a proxy setting"},
+		{"max conns", quickForm{mode: "dr", director: directorFlags{iface: "eth0"}, listen: "10.0.0.100:80", maxConns: 3, backends: stringList{"10.0.0.11:80"}}, "max_conns is a proxy setting"},
+		{"roundrobin", quickForm{mode: "dr", director: directorFlags{iface: "eth0"}, listen: "10.0.0.100:80", balancer: "roundrobin", backends: stringList{"10.0.0.11:80"}}, `balancer "roundrobin" is not one the XDP director runs`},
 		{"bad mode", quickForm{mode: "gre", listen: "10.0.0.100:80", backends: stringList{"10.0.0.11:80"}}, `--mode "gre" is not a mode (valid: http, dr, tun, nat)`},
 	}
 	for _, c := range cases {
