@@ -6,8 +6,12 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
 )
 
 type fakeDirectors []DirectorView
@@ -97,4 +101,54 @@ func hasFields(s string, fields ...string) bool {
 		}
 	}
 	return false
+}
+
+// TestDirectorsOnStatusPage: the status page, in headless Chromium, lists each director's VIP
+// with one row per real server and its figures.
+func TestDirectorsOnStatusPage(t *testing.T) {
+	exe := chromiumPath()
+	if exe == "" {
+		t.Skip("no chromium in PATH or /usr/bin/chromium: the browser test needs Debian's chromium package")
+	}
+	if testing.Short() {
+		t.Skip("starts a browser; skipped with -short")
+	}
+	p := New(nil)
+	p.ShowDirectors(fakeDirectors{{Interface: "eth1", Mode: "tun", VIPs: []VIPView{{
+		Listener: "vip", Pool: "reals", VIP: "10.0.0.100:80/tcp", Scheduler: "wlc",
+		Reals: []RealView{
+			{Backend: "a", State: "up", Weight: 10, Slots: 32768, DirectorTraffic: DirectorTraffic{Packets: 200, Bytes: 30000, NewFlows: 20, ActiveFlows: 3}},
+			{Backend: "b", State: "down", Weight: 10, DirectorTraffic: DirectorTraffic{Packets: 100, Bytes: 15000, NewFlows: 10}},
+		},
+	}}}})
+	srv := httptest.NewServer(p.Handler())
+	defer srv.Close()
+	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(exe), chromedp.Flag("headless", true),
+		chromedp.NoSandbox, chromedp.DisableGPU, chromedp.Flag("disable-dev-shm-usage", true), chromedp.Flag("no-first-run", true))
+	actx, acancel := chromedp.NewExecAllocator(context.Background(), opts...)
+	defer acancel()
+	ctx, cancel := chromedp.NewContext(actx)
+	defer cancel()
+	ctx, tcancel := context.WithTimeout(ctx, 90*time.Second)
+	defer tcancel()
+	if err := chromedp.Do(ctx,
+		chromedp.Navigate(srv.URL+"/"),
+		chromedp.WaitVisible(chromedp.CSS(`#directors tr[data-real="b"]`)),
+	); err != nil {
+		t.Fatal(err)
+	}
+	heading, err := chromedp.Run(ctx, chromedp.TextContent(chromedp.CSS(`#directors h2`)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cells, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll('#directors tr[data-real="a"] td')].map(td => td.textContent)`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if heading != "XDP director on eth1 (tun)" {
+		t.Errorf("heading %q", heading)
+	}
+	if want := []string{"a", "up", "10", "32768", "200", "30000", "20", "3"}; !slices.Equal(cells, want) {
+		t.Errorf("row of real a: %q, want %q", cells, want)
+	}
 }
