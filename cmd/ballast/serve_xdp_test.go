@@ -323,6 +323,19 @@ func TestServeDirectorDR(t *testing.T) {
 		t.Errorf("disabled real0 took %d new flows", after-before)
 	}
 
+	// enable and a weight of 0 (the API's weight override) reach the table too.
+	x.ctl("--admin", adminAddr, "enable", "default", netlab.RealIP(0).String()+":80")
+	x.ctl("--admin", adminAddr, "weight", "default", netlab.RealIP(1).String()+":80", "0")
+	x.waitState(adminAddr, 1, "drain")
+	if r := realsOf(t, x.status(adminAddr)); r[0].State != "up" || r[1].Weight != 0 || r[1].Slots != 0 {
+		t.Errorf("after enable real0 and weight 0 for real1: %+v", r)
+	}
+	if seen := x.spread(url, 20, netlab.ClientIP); seen["real0"] != 20 {
+		t.Errorf("with real1 at weight 0, 20 new connections reached %v, want all on real0", seen)
+	}
+	x.ctl("--admin", adminAddr, "disable", "default", netlab.RealIP(0).String()+":80")
+	x.waitState(adminAddr, 0, "disabled")
+
 	text := x.ctl("--admin", adminAddr, "status")
 	for _, want := range []string{"director eth0 (dr)", "vip " + vip.String() + "/tcp", "disabled"} {
 		if !strings.Contains(text, want) {
