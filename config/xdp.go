@@ -97,12 +97,18 @@ func (d *decoder) validateDirector(c *Config, fail func(path, format string, arg
 			fail(p+".accept_proxy", "the director forwards packets and reads no PROXY header; leave out accept_proxy with forwarding")
 		}
 	}
+	routed := map[string]int{} // director listener → its route
 	for i, r := range c.Routes {
 		p := fmt.Sprintf("routes[%d]", i)
 		for _, l := range c.Listeners {
 			if !l.IsDirector() || (r.Listener != "" && r.Listener != l.Name) {
 				continue
 			}
+			if prev, ok := routed[l.Name]; ok {
+				fail(p+".listener", "director listener %q already takes routes[%d]; a VIP has one pool of real servers", l.Name, prev)
+				continue
+			}
+			routed[l.Name] = i
 			if r.SNI != "" {
 				fail(p+".sni", "the director does not read TLS; listener %q (forwarding: %s) takes one route without sni", l.Name, l.Forwarding)
 			}
