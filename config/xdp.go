@@ -119,6 +119,11 @@ func (d *decoder) validateDirector(c *Config, fail func(path, format string, arg
 			}
 		}
 	}
+	for i, l := range c.Listeners {
+		if _, ok := routed[l.Name]; l.IsDirector() && !ok && len(c.Routes) > 0 {
+			fail(fmt.Sprintf("listeners[%d].name", i), "director listener %q has no route: add one to the pool of its real servers, e.g. {listener: %s, pool: POOL}", l.Name, l.Name)
+		}
+	}
 }
 
 func (d *decoder) validateDirectorPool(pl Pool, p string, l Listener, port uint16, fail func(path, format string, args ...any)) {
