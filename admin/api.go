@@ -180,6 +180,8 @@ func (p *Plane) index(w http.ResponseWriter, r *http.Request) {
 type PoolsResponse struct {
 	Time  time.Time  `json:"time"`
 	Pools []PoolView `json:"pools"`
+	// Directors are the XDP directors (admin/director.go), when any listener has forwarding.
+	Directors []DirectorView `json:"directors,omitempty"`
 }
 
 func (p *Plane) listPools(w http.ResponseWriter, _ *http.Request) {
@@ -192,6 +194,7 @@ func (p *Plane) listPools(w http.ResponseWriter, _ *http.Request) {
 			}
 		}
 	}
+	out.Directors = p.directorViews()
 	writeJSON(w, http.StatusOK, out)
 }
 

@@ -154,5 +154,6 @@ func WriteStatus(w io.Writer, r *PoolsResponse) error {
 			fmt.Fprintf(tw, "runtime overrides: %d (weights marked *; added %v; removed %v)\t\n", n, ov.Added, ov.Removed)
 		}
 	}
+	writeDirectors(tw, r.Directors)
 	return tw.Flush()
 }

@@ -28,9 +28,15 @@
 // GET / is the status page (embedded assets, no CDN), polling the API every second. GET
 // /metrics is the Prometheus exposition from a custom registry, every name prefixed ballast_.
 //
+// XDP directors (director.go): the server's director plane implements Directors and is given
+// with ShowDirectors; GET /api/pools lists its directors under "directors" (per VIP and per real
+// server: state, weight, packets, bytes, new and active flows), the page and `ballast ctl status`
+// show them, and /metrics exports them as ballast_director_*, all read from the BPF maps at the
+// request.
+//
 // # Concurrency
 //
-// Every method of Plane is safe for concurrent use, except Watch, which comes before Install
+// Every method of Plane is safe for concurrent use, except Watch and ShowDirectors, which come before Install
 // (the server calls it once, at start). The pools are published through an atomic
 // pointer; the HTTP handlers read live counters without locks. The latency histograms are fed
 // from each pool's release observer on the request path: one map lookup and one atomic add.

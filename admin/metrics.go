@@ -153,9 +153,13 @@ func (c *liveCollector) Describe(ch chan<- *prometheus.Desc) {
 		dEjections, dEWMA, dLBStatus, dQueueLen, dQueueMax, dQueued, dQTimeout, dQRejected, dNoBackend, dRetries, dHedges, dQWait, dBackends} {
 		ch <- d
 	}
+	for _, d := range directorDescs {
+		ch <- d
+	}
 }
 
 func (c *liveCollector) Collect(ch chan<- prometheus.Metric) {
+	c.p.collectDirectors(ch)
 	st := c.p.cur.Load()
 	if st == nil {
 		return

@@ -41,10 +41,11 @@ func (s *state) pool(name string) *upstream.Pool {
 type Plane struct {
 	log *slog.Logger
 	// Health is the monitor the API reads and kicks after a change; Watch sets it.
-	Health   *health.Monitor
-	metrics  *metrics
-	counters atomic.Pointer[[]Counters]
-	key      [32]byte // HMAC key of the page nonces; random per process
+	Health    *health.Monitor
+	metrics   *metrics
+	counters  atomic.Pointer[[]Counters]
+	directors atomic.Pointer[Directors] // ShowDirectors; nil without a director plane
+	key       [32]byte                  // HMAC key of the page nonces; random per process
 
 	cur atomic.Pointer[state]
 

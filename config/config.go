@@ -25,6 +25,10 @@ type Listener struct {
 	AcceptProxy bool `yaml:"accept_proxy,omitempty"`
 	// MaxFlows caps a udp listener's concurrent flows; datagrams that would open more are dropped.
 	MaxFlows int `yaml:"max_flows,omitempty"`
+	// Forwarding hands a tcp or udp listener's flows to the XDP director (dr, tun or nat) on
+	// Interface instead of a proxy: the address is the VIP and no socket is bound (config/xdp.go).
+	Forwarding string `yaml:"forwarding,omitempty"`
+	Interface  string `yaml:"interface,omitempty"`
 	// TLS, when set, terminates TLS on this listener.
 	TLS *TLS `yaml:"tls,omitempty"`
 	// ReadHeaderTimeout bounds how long a client may take to send its request headers (slowloris).

@@ -67,7 +67,9 @@ func (d *decoder) defaults(c *Config) {
 	}
 	for i := range c.Pools {
 		p := fmt.Sprintf("pools[%d]", i)
-		if c.L4Pool(c.Pools[i].Name) {
+		if c.DirectorPool(c.Pools[i].Name) {
+			d.directorPoolDefaults(&c.Pools[i], p)
+		} else if c.L4Pool(c.Pools[i].Name) {
 			d.l4PoolDefaults(&c.Pools[i], p)
 		}
 		d.poolDefaults(&c.Pools[i], p)

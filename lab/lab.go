@@ -80,6 +80,7 @@ var scenarios = []scenario{
 	{"many-backends", runManyBackends},
 	{"backend-count", runBackendCount},
 	{"peers", runPeers},
+	{"lvs-modes", runLVSModes}, // lvsmodes.go; root only
 }
 
 // Names lists the scenarios in the order `all` runs them.

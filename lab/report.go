@@ -68,6 +68,15 @@ type Detail struct {
 	PickCPUPct float64 `json:"pick_cpu_pct,omitempty"`
 	// Runs holds the figure of each repetition when a row is the median of several.
 	Runs []float64 `json:"runs,omitempty"`
+	// TTFBP50Ms is the median time to the response's first byte (lvs-modes).
+	TTFBP50Ms float64 `json:"ttfb_p50_ms,omitempty"`
+	// The XDP director's figures per request (lvs-modes): packets and bytes its program sent
+	// to the real servers, response bytes that crossed it (what it received beyond what the
+	// client sent), and the program's nanoseconds per packet (kernel.bpf_stats_enabled).
+	DirectorPacketsPerReq float64 `json:"director_packets_per_req,omitempty"`
+	DirectorBytesPerReq   float64 `json:"director_bytes_per_req,omitempty"`
+	ResponseBytesPerReq   float64 `json:"response_bytes_through_director_per_req,omitempty"`
+	ProgNsPerPacket       float64 `json:"prog_ns_per_packet,omitempty"`
 }
 
 // Report is one scenario's results.
@@ -82,6 +91,8 @@ type Report struct {
 	// IdealValue is the ideal in the metric's unit when it is one number for every row
 	// (drawn as a line on the chart); 0 when the ideal is relative.
 	IdealValue float64 `json:"-"`
+	// charts, when set, draws the scenario's own charts instead of the generic ones.
+	charts func(r *Report, dir string) error
 }
 
 // JSON returns the report in the contract's exact shape.

@@ -11,6 +11,12 @@
 // Planes keep their per-backend state in their own upstream attachment slot and count what
 // they count themselves (admin.Counters), so they never overwrite one another.
 //
+// The XDP director plane (xdpplane.go) serves the listeners with forwarding (config.Listener.
+// IsDirector): it claims no socket, runs one director.Director per interface with one VIP per
+// listener, and follows the pools' snapshots (upstream.Pool.Subscribe), so that health verdicts
+// and runtime changes reach the kernel's table; the proxy planes never take those listeners.
+// Shutdown detaches the directors.
+//
 // # Reload
 //
 // Reload is a transaction: load and validate the file; check that the admin plane accepts it

@@ -36,8 +36,16 @@ type httpPlane struct {
 
 func (p *httpPlane) Name() string { return "http" }
 
-// Listeners: every configured listener is an HTTP one for now.
-func (p *httpPlane) Listeners(cfg *config.Config) []config.Listener { return cfg.Listeners }
+// Listeners: every configured listener but the director's (config.Listener.IsDirector).
+func (p *httpPlane) Listeners(cfg *config.Config) []config.Listener {
+	var out []config.Listener
+	for _, l := range cfg.Listeners {
+		if !l.IsDirector() {
+			out = append(out, l)
+		}
+	}
+	return out
+}
 
 func (p *httpPlane) Swap(cfg *config.Config, pools map[string]*upstream.Pool) error {
 	if p.proxy != nil {

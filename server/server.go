@@ -63,6 +63,9 @@ func Start(cfg *config.Config, o Options) (*Server, error) {
 	http := &httpPlane{logger: o.Logger}
 	s.planes = []Plane{http}
 	s.ops.Count(http)
+	xdp := newXDPPlane(o.Logger) // the XDP directors (server/xdpplane.go)
+	s.planes = append(s.planes, xdp)
+	s.ops.ShowDirectors(xdp)
 
 	pools, err := s.buildPools(cfg, nil)
 	if err != nil {
@@ -76,6 +79,7 @@ func Start(cfg *config.Config, o Options) (*Server, error) {
 		return nil, err
 	}
 	undo := func() {
+		_ = xdp.Shutdown(context.Background()) // detaches directors the swap attached
 		closeSockets(opened)
 		closePools(pools)
 		s.stop()
@@ -172,6 +176,8 @@ func (s *Server) Describe() string {
 				scheme = "https://"
 			}
 			parts = append(parts, scheme+so.ln.Addr().String())
+		} else if l.IsDirector() {
+			parts = append(parts, fmt.Sprintf("VIP %s/%s (XDP %s on %s)", l.Address, l.Protocol, l.Forwarding, l.Interface))
 		}
 	}
 	var pools []string

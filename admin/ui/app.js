@@ -200,9 +200,36 @@
       draw(s);
     }
     for (const [name, s] of pools) if (!seen.has(name)) { s.section.remove(); pools.delete(name); }
+    renderDirectors(data.directors || []);
     last = data;
     updatedEl.textContent = "updated " + new Date(data.time).toLocaleTimeString();
     document.body.dataset.loaded = "true";
+  }
+
+  // The XDP directors (admin/director.go): one table per VIP, one row per real server.
+  const directorsEl = document.getElementById("directors");
+  function renderDirectors(ds) {
+    directorsEl.hidden = ds.length === 0;
+    directorsEl.replaceChildren();
+    for (const d of ds) {
+      directorsEl.append(el("h2", null, "XDP director on " + d.interface + " (" + d.mode + ")" + (d.error ? " · error: " + d.error : "")));
+      for (const v of d.vips || []) {
+        directorsEl.append(el("p", "muted", "VIP " + v.vip + " · listener " + v.listener + " · pool " + v.pool + " (" + v.scheduler +
+          ") · packets " + v.packets + " · bytes " + v.bytes + " · new flows " + v.new_flows + " · active " + v.active_flows + " · drops " + v.drops));
+        const table = el("table", "directors");
+        table.dataset.vip = v.vip;
+        const head = el("tr");
+        for (const h of ["real server", "state", "weight", "slots", "packets", "bytes", "new flows", "active flows"]) head.append(el("th", null, h));
+        table.append(head);
+        for (const r of v.reals || []) {
+          const tr = el("tr", "st-" + r.state);
+          tr.dataset.real = r.backend;
+          for (const x of [r.backend, r.state, r.weight, r.slots, r.packets, r.bytes, r.new_flows, r.active_flows]) tr.append(el("td", null, String(x)));
+          table.append(tr);
+        }
+        directorsEl.append(table);
+      }
+    }
   }
 
   let busy = false;

@@ -21,7 +21,7 @@ func init() {
 const ctlUsage = `usage: ballast ctl [--admin URL] [--token T] COMMAND
 
 commands:
-  status [--json]                  pools and backends with live state
+  status [--json]                  pools, backends and XDP directors with live state
   drain   POOL BACKEND             no new requests; in-flight ones finish
   disable POOL BACKEND             out of rotation (maintenance)
   enable  POOL BACKEND             undo drain/disable (slow start applies)

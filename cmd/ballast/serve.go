@@ -38,6 +38,8 @@ func (f durationFlag) Set(v string) error {
 
 // quickForm is the serve flags that describe a one-pool configuration without a file.
 type quickForm struct {
+	mode          string        // http, or dr|tun|nat for the XDP director (serve_xdp.go)
+	director      directorFlags // --iface, --udp
 	listen        string
 	balancer      string
 	backends      stringList
@@ -54,6 +56,12 @@ type quickForm struct {
 // config builds the configuration the flags describe; config.Check then fills the defaults and
 // validates it exactly as it would a file.
 func (q *quickForm) config() (*config.Config, error) {
+	switch {
+	case isDirectorMode(q.mode):
+		return q.directorConfig()
+	case q.mode != "" && q.mode != "http":
+		return nil, fmt.Errorf("flags: --mode %q is not a mode (valid: http, dr, tun, nat)", q.mode)
+	}
 	c := &config.Config{
 		Listeners: []config.Listener{{Address: q.listen, ExposeBackend: q.exposeBackend}},
 		Pools: []config.Pool{{
@@ -82,8 +90,10 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	file := fs.String("c", "", "configuration `file` (re-read on SIGHUP)")
 	grace := fs.Duration("grace", 30*time.Second, "on SIGTERM/SIGINT, how long in-flight requests may take to finish")
 	var q quickForm
-	fs.StringVar(&q.listen, "listen", "127.0.0.1:8080", "quick form: `address` to listen on")
-	fs.StringVar(&q.balancer, "balancer", config.DefaultBalancer, "quick form: balancing `algorithm` (see docs/config.md)")
+	fs.StringVar(&q.mode, "mode", "http", "quick form: what to balance: http, or dr, tun, nat for the XDP director (docs/xdp.md)")
+	q.director.register(fs)
+	fs.StringVar(&q.listen, "listen", "127.0.0.1:8080", "quick form: `address` to listen on (with --mode dr|tun|nat: the VIP)")
+	fs.StringVar(&q.balancer, "balancer", "", "quick form: balancing `algorithm` (see docs/config.md; default "+config.DefaultBalancer+", maglev with --mode dr|tun|nat)")
 	fs.Var(&q.backends, "backend", "quick form: backend `host:port` (repeat the flag for each backend)")
 	fs.IntVar(&q.maxConns, "max-conns", 0, "quick form: connection limit per backend (0 = none)")
 	fs.IntVar(&q.maxQueue, "max-queue", 0, "quick form: backlog queue length when every backend is at max-conns")
@@ -95,6 +105,7 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	fs.Usage = func() {
 		fmt.Fprint(stderr, `usage: ballast serve -c FILE
        ballast serve --listen ADDR --backend HOST:PORT [--backend HOST:PORT ...] [--balancer NAME]
+       ballast serve --mode dr|tun|nat --iface IFACE --listen VIP:PORT --backend RIP:PORT [...]
 
 Runs the load balancer. SIGHUP re-reads FILE (a broken file is logged and the running
 configuration kept); SIGTERM or SIGINT stops accepting and lets in-flight requests finish.

@@ -1,0 +1,298 @@
+// Package netlab builds the XDP director's topology in network namespaces for end-to-end tests
+// and the lvs-modes lab: a client, a director and real servers, each in a namespace of its own
+// with an eth0 on one bridge (in a fifth namespace). The VIP is in another subnet, which the
+// client routes via the director. Nothing outside the namespaces it creates is touched, and
+// Close removes them.
+//
+// Processes started with Start inherit the namespace of the thread that forks them, so a
+// command runs in a node's namespace without `ip netns exec` (and without the /sys remount
+// that comes with it).
+//
+// # Concurrency
+//
+// A Lab is not safe for concurrent use except Dialer and Listen's results, which may be used
+// from any goroutine. In locks the calling goroutine's thread while f runs.
+package netlab
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"runtime"
+
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+)
+
+// The addresses of the topology.
+var (
+	ClientIP   = netip.MustParseAddr("10.77.0.1")
+	DirectorIP = netip.MustParseAddr("10.77.0.2")
+	VIP        = netip.MustParseAddr("10.77.1.100")
+)
+
+// RealIP is the address of real server i.
+func RealIP(i int) netip.Addr { return netip.AddrFrom4([4]byte{10, 77, 0, byte(11 + i)}) }
+
+// Node is one host of the topology.
+type Node struct {
+	Name string
+	NS   netns.NsHandle
+	IP   netip.Addr
+}
+
+// Lab is a built topology.
+type Lab struct {
+	orig     netns.NsHandle
+	sw       netns.NsHandle
+	Client   *Node
+	Director *Node
+	Reals    []*Node
+	closers  []func()
+}
+
+// Options size the topology.
+type Options struct {
+	Reals int
+	// MTU of the director's and real servers' links and the bridge; the client keeps 1500
+	// (TUN needs room for 20 more bytes on the tunnel path).
+	MTU int
+}
+
+// New builds the topology. It needs root (CAP_NET_ADMIN and CAP_SYS_ADMIN).
+func New(o Options) (_ *Lab, err error) {
+	if o.MTU == 0 {
+		o.MTU = 1500
+	}
+	l := &Lab{}
+	if l.orig, err = netns.Get(); err != nil {
+		return nil, fmt.Errorf("netlab: current namespace: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			l.Close()
+		}
+	}()
+	if l.sw, err = l.newNS(); err != nil {
+		return nil, err
+	}
+	err = l.In(l.sw, func() error {
+		br := &netlink.Bridge{LinkAttrs: netlink.LinkAttrs{Name: "br0", MTU: o.MTU}}
+		if err := netlink.LinkAdd(br); err != nil {
+			return err
+		}
+		return netlink.LinkSetUp(br)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("netlab: bridge: %w", err)
+	}
+	if l.Client, err = l.addNode("client", ClientIP, 1500); err != nil {
+		return nil, err
+	}
+	if l.Director, err = l.addNode("director", DirectorIP, o.MTU); err != nil {
+		return nil, err
+	}
+	for i := range o.Reals {
+		n, err := l.addNode(fmt.Sprintf("real%d", i), RealIP(i), o.MTU)
+		if err != nil {
+			return nil, err
+		}
+		l.Reals = append(l.Reals, n)
+	}
+	err = l.In(l.Client.NS, func() error { return route(VIP, DirectorIP) })
+	if err != nil {
+		return nil, fmt.Errorf("netlab: client route to the VIP: %w", err)
+	}
+	return l, nil
+}
+
+// Close runs the cleanups in reverse order and closes the namespaces (the kernel removes a
+// namespace, with its links, when nothing holds it any more).
+func (l *Lab) Close() {
+	for i := len(l.closers) - 1; i >= 0; i-- {
+		l.closers[i]()
+	}
+	l.closers = nil
+	l.orig.Close()
+}
+
+// OnClose adds a cleanup that Close runs (last added, first run).
+func (l *Lab) OnClose(f func()) { l.closers = append(l.closers, f) }
+
+func (l *Lab) newNS() (netns.NsHandle, error) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	ns, err := netns.New()
+	if err != nil {
+		return 0, fmt.Errorf("netlab: new network namespace: %w", err)
+	}
+	if err := netns.Set(l.orig); err != nil {
+		ns.Close()
+		return 0, err
+	}
+	l.OnClose(func() { ns.Close() })
+	return ns, nil
+}
+
+// In runs f with the calling goroutine's thread in ns, and returns to where it was.
+func (l *Lab) In(ns netns.NsHandle, f func() error) error {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	orig, err := netns.Get()
+	if err != nil {
+		return err
+	}
+	defer orig.Close()
+	if err := netns.Set(ns); err != nil {
+		return err
+	}
+	defer netns.Set(orig)
+	return f()
+}
+
+func (l *Lab) addNode(name string, ip netip.Addr, mtu int) (*Node, error) {
+	ns, err := l.newNS()
+	if err != nil {
+		return nil, err
+	}
+	n := &Node{Name: name, NS: ns, IP: ip}
+	err = l.In(l.sw, func() error {
+		la := netlink.NewLinkAttrs()
+		la.Name, la.MTU = "v-"+name, mtu
+		if err := netlink.LinkAdd(&netlink.Veth{LinkAttrs: la, PeerName: "eth0", PeerMTU: uint32(mtu)}); err != nil {
+			return err
+		}
+		sw, err1 := netlink.LinkByName("v-" + name)
+		peer, err2 := netlink.LinkByName("eth0")
+		br, err3 := netlink.LinkByName("br0")
+		if err := errors.Join(err1, err2, err3); err != nil {
+			return err
+		}
+		if err := netlink.LinkSetMaster(sw, br); err != nil {
+			return err
+		}
+		if err := netlink.LinkSetUp(sw); err != nil {
+			return err
+		}
+		return netlink.LinkSetNsFd(peer, int(ns))
+	})
+	if err != nil {
+		return nil, fmt.Errorf("netlab: %s: %w", name, err)
+	}
+	err = l.In(ns, func() error {
+		eth0, err := netlink.LinkByName("eth0")
+		if err != nil {
+			return err
+		}
+		a, _ := netlink.ParseAddr(ip.String() + "/24")
+		if err := netlink.AddrAdd(eth0, a); err != nil {
+			return err
+		}
+		if err := netlink.LinkSetUp(eth0); err != nil {
+			return err
+		}
+		lo, err := netlink.LinkByName("lo")
+		if err != nil {
+			return err
+		}
+		return netlink.LinkSetUp(lo)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("netlab: %s: %w", name, err)
+	}
+	return n, nil
+}
+
+// Sysctl writes /proc/sys/path in ns.
+func (l *Lab) Sysctl(ns netns.NsHandle, path, value string) error {
+	return l.In(ns, func() error { return os.WriteFile("/proc/sys/"+path, []byte(value), 0o644) })
+}
+
+// RouteVia adds, in ns, a host route to dst via gw on eth0 (NAT real servers reach the client
+// through the director).
+func (l *Lab) RouteVia(ns netns.NsHandle, dst, gw netip.Addr) error {
+	return l.In(ns, func() error { return route(dst, gw) })
+}
+
+func route(dst, gw netip.Addr) error {
+	eth0, err := netlink.LinkByName("eth0")
+	if err != nil {
+		return err
+	}
+	_, n, _ := net.ParseCIDR(dst.String() + "/32")
+	return netlink.RouteAdd(&netlink.Route{LinkIndex: eth0.Attrs().Index, Dst: n, Gw: gw.AsSlice()})
+}
+
+// Dialer dials from inside ns: the socket is created by the calling, locked thread.
+func (l *Lab) Dialer(ns netns.NsHandle) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		var c net.Conn
+		err := l.In(ns, func() error {
+			var err error
+			c, err = (&net.Dialer{}).DialContext(ctx, network, addr)
+			return err
+		})
+		return c, err
+	}
+}
+
+// Listen opens a listening socket in ns; it stays in ns wherever it is used.
+func (l *Lab) Listen(ns netns.NsHandle, network, addr string) (net.Listener, error) {
+	var ln net.Listener
+	err := l.In(ns, func() error {
+		var err error
+		ln, err = net.Listen(network, addr)
+		return err
+	})
+	return ln, err
+}
+
+// Start starts cmd in ns (the child inherits the forking thread's namespace).
+func (l *Lab) Start(ns netns.NsHandle, cmd *exec.Cmd) error {
+	return l.In(ns, cmd.Start)
+}
+
+// Traffic is what eth0 of ns has received and sent so far, in bytes.
+func (l *Lab) Traffic(ns netns.NsHandle) (rx, tx uint64, err error) {
+	err = l.In(ns, func() error {
+		eth0, err := netlink.LinkByName("eth0")
+		if err != nil {
+			return err
+		}
+		rx, tx = eth0.Attrs().Statistics.RxBytes, eth0.Attrs().Statistics.TxBytes
+		return nil
+	})
+	return rx, tx, err
+}
+
+// XDPProgram is the ID of the XDP program attached to eth0 of ns, or 0.
+func (l *Lab) XDPProgram(ns netns.NsHandle) (uint32, error) {
+	var id uint32
+	err := l.In(ns, func() error {
+		eth0, err := netlink.LinkByName("eth0")
+		if err != nil {
+			return err
+		}
+		if x := eth0.Attrs().Xdp; x != nil && x.Attached {
+			id = x.ProgId
+		}
+		return nil
+	})
+	return id, err
+}
+
+// RouteDel removes, in ns, the host route to dst that RouteVia added.
+func (l *Lab) RouteDel(ns netns.NsHandle, dst, gw netip.Addr) error {
+	return l.In(ns, func() error {
+		eth0, err := netlink.LinkByName("eth0")
+		if err != nil {
+			return err
+		}
+		_, n, _ := net.ParseCIDR(dst.String() + "/32")
+		return netlink.RouteDel(&netlink.Route{LinkIndex: eth0.Attrs().Index, Dst: n, Gw: gw.AsSlice()})
+	})
+}

@@ -1,0 +1,96 @@
+package lab
+
+import (
+	"context"
+	"errors"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/cilium/ebpf"
+
+	"ballast/director"
+)
+
+// TestLVSModesQuick runs `ballast lab lvs-modes --quick` as root: every mode answers every
+// request, balanced modes reach both real servers, the seed's figures sit on the throughput
+// rows, and the director's per-request figures say what physics says: in NAT the 20 kB
+// responses cross the director, in DR and TUN they do not.
+func TestLVSModesQuick(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("skipping: lvs-modes needs root (network namespaces, XDP)")
+	}
+	d, err := director.New(director.Options{Mode: director.DR, MAC: net.HardwareAddr{2, 0, 0, 0, 0, 1}, TableSize: 7, MaxVIPs: 1, MaxReals: 2, ConnTableSize: 64})
+	if err != nil {
+		if errors.Is(err, ebpf.ErrNotSupported) || errors.Is(err, os.ErrPermission) {
+			t.Skipf("skipping: BPF cannot load here: %v", err)
+		}
+		t.Fatal(err)
+	}
+	d.Close()
+	rep, err := Run(context.Background(), "lvs-modes", Options{Ballast: ballastBin, Quick: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkShape(t, rep.JSON(), "lvs-modes")
+	thr := map[string]Result{}
+	rows := map[string]int{}
+	for _, r := range rep.Results {
+		mode, variant, _ := strings.Cut(r.Algorithm, " (")
+		rows[mode]++
+		if r.Detail.Failed != 0 || r.Detail.Non2xx != 0 || r.Detail.Requests == 0 || splitSum(r) != r.Detail.Requests {
+			t.Errorf("%s: %d requests, %d failed, %d non-2xx, split %v", r.Algorithm, r.Detail.Requests, r.Detail.Failed, r.Detail.Non2xx, r.Split)
+		}
+		if r.Detail.TTFBP50Ms <= 0 || r.P99Ms < r.P50Ms {
+			t.Errorf("%s: TTFB p50 %v, p50 %v, p99 %v", r.Algorithm, r.Detail.TTFBP50Ms, r.P50Ms, r.P99Ms)
+		}
+		if mode != "direct" && (r.Split["real0"] == 0 || r.Split["real1"] == 0) {
+			t.Errorf("%s: split %v, want both real servers", r.Algorithm, r.Split)
+		}
+		if strings.HasPrefix(variant, "-c 500") {
+			thr[mode] = r
+			if r.Detail.Requests != 3000 {
+				t.Errorf("%s: %d requests, want 3000", r.Algorithm, r.Detail.Requests)
+			}
+		}
+	}
+	for _, m := range []string{"direct", "l7", "xdp-dr", "xdp-tun", "xdp-nat"} {
+		if rows[m] != 3 {
+			t.Errorf("mode %s has %d rows, want 2 concurrency steps and the throughput run", m, rows[m])
+		}
+	}
+	if rows["l4"] == 0 && !strings.Contains(strings.Join(rep.Notes, "\n"), "l4:") {
+		t.Error("the l4 row is missing and no note says why")
+	}
+	for m, seed := range map[string]float64{"xdp-dr": 9825.68, "xdp-tun": 9339.80, "xdp-nat": 4448.34} {
+		r := thr[m]
+		if r.Seed.ThroughputRPS != seed {
+			t.Errorf("%s: seed %v, want %v", m, r.Seed.ThroughputRPS, seed)
+		}
+		// A connection per request: SYN, request, ACKs of the response, FIN, ACK at least.
+		if r.Detail.DirectorPacketsPerReq < 4 || r.Detail.DirectorBytesPerReq <= 0 {
+			t.Errorf("%s: director %.1f packets, %.0f bytes per request", m, r.Detail.DirectorPacketsPerReq, r.Detail.DirectorBytesPerReq)
+		}
+	}
+	nat, dr, tun := thr["xdp-nat"].Detail.ResponseBytesPerReq, thr["xdp-dr"].Detail.ResponseBytesPerReq, thr["xdp-tun"].Detail.ResponseBytesPerReq
+	if nat < 20<<10 {
+		t.Errorf("NAT: %.0f response bytes per request crossed the director, want at least the 20 kB page", nat)
+	}
+	if dr > 0.05*nat || tun > 0.05*nat {
+		t.Errorf("response bytes through the director: DR %.0f, TUN %.0f, NAT %.0f per request; DR and TUN replies must bypass it", dr, tun, nat)
+	}
+	if l7 := thr["l7"].Detail.ResponseBytesPerReq; l7 < 20<<10 {
+		t.Errorf("L7: %.0f response bytes per request through the director's host, want at least the page", l7)
+	}
+	dir := t.TempDir()
+	if err := rep.WriteFiles(dir); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"results.json", "details.json", "ttfb.svg", "latency.svg", "throughput.svg", "director.svg"} {
+		if st, err := os.Stat(filepath.Join(dir, f)); err != nil || st.Size() == 0 {
+			t.Errorf("%s not written: %v", f, err)
+		}
+	}
+}
