@@ -43,7 +43,9 @@ type Plane struct {
 	// Health is the monitor the API reads and kicks after a change; Watch sets it.
 	Health   *health.Monitor
 	metrics  *metrics
-	counters atomic.Pointer[[]Counters]
+	counters  atomic.Pointer[[]Counters]
+	listeners atomic.Pointer[[]ListenerCounters]
+	conns     atomic.Pointer[[]ConnCounters]
 	key      [32]byte // HMAC key of the page nonces; random per process
 
 	cur atomic.Pointer[state]
