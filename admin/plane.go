@@ -41,12 +41,12 @@ func (s *state) pool(name string) *upstream.Pool {
 type Plane struct {
 	log *slog.Logger
 	// Health is the monitor the API reads and kicks after a change; Watch sets it.
-	Health   *health.Monitor
-	metrics  *metrics
+	Health    *health.Monitor
+	metrics   *metrics
 	counters  atomic.Pointer[[]Counters]
 	listeners atomic.Pointer[[]ListenerCounters]
 	conns     atomic.Pointer[[]ConnCounters]
-	key      [32]byte // HMAC key of the page nonces; random per process
+	key       [32]byte // HMAC key of the page nonces; random per process
 
 	cur atomic.Pointer[state]
 

@@ -11,7 +11,9 @@
 set -u
 BIN=$(readlink -f "$1"); REPS=${2:-5}; SECS=${3:-4}; N=${4:-5000}; IDLE=${5:-5000}
 here=$(dirname "$(readlink -f "$0")")
-procstat=${PEERS_SHARED:-$here/../../shared/tools/peers}/procstat.py
+# shared/ sits next to the main checkout; a worktree finds that through git's common directory.
+main=$(dirname "$(git -C "$here" rev-parse --path-format=absolute --git-common-dir 2>/dev/null || echo "$here/../.git")")
+procstat=${PEERS_SHARED:-$main/../shared/tools/peers}/procstat.py
 for c in haproxy nginx iperf3 python3; do command -v $c >/dev/null || { echo "missing $c"; exit 2; }; done
 [ -f /usr/lib/nginx/modules/ngx_stream_module.so ] || { echo "missing nginx stream module (libnginx-mod-stream)"; exit 2; }
 [ -f "$procstat" ] || { echo "missing $procstat (set PEERS_SHARED to shared/tools/peers)"; exit 2; }
