@@ -7,6 +7,9 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -15,6 +18,8 @@ import (
 	"time"
 
 	"ballast/admin"
+	"ballast/internal/peertest"
+	"ballast/proxyproto"
 )
 
 // The L4 end-to-end tests: `ballast serve` with tcp and udp listeners, through real sockets.
@@ -499,4 +504,163 @@ func TestServeQuickFormL4(t *testing.T) {
 			t.Errorf("stderr %q", errs)
 		}
 	})
+}
+
+// TestServeNginxProxyProtocolV2: a tcp listener with send_proxy: v2 in front of real nginx
+// (`listen ... proxy_protocol`): nginx answers and logs the original client's address and port.
+func TestServeNginxProxyProtocolV2(t *testing.T) {
+	nginx := peertest.Binary(t, "nginx", "nginx")
+	dir := peertest.Dir(t)
+	conf := filepath.Join(dir, "nginx.conf")
+	port := peertest.Start(t, "tcp", nginx, func(port int) []string {
+		e2eWriteFile(t, conf, fmt.Sprintf(`daemon off;
+master_process off;
+pid %[1]s/nginx.pid;
+error_log %[1]s/error.log;
+events { worker_connections 64; }
+http {
+    client_body_temp_path %[1]s/body;
+    proxy_temp_path %[1]s/proxy;
+    fastcgi_temp_path %[1]s/fastcgi;
+    uwsgi_temp_path %[1]s/uwsgi;
+    scgi_temp_path %[1]s/scgi;
+    log_format pp 'client=$proxy_protocol_addr:$proxy_protocol_port';
+    server {
+        listen 127.0.0.1:%[2]d proxy_protocol;
+        access_log %[1]s/access.log pp;
+        location / { return 200 "$proxy_protocol_addr:$proxy_protocol_port\n"; }
+    }
+}
+`, dir, port))
+		return []string{"-p", dir, "-c", conf, "-e", dir + "/error.log"}
+	}, func(port int) bool {
+		c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+		if err == nil {
+			c.Close()
+		}
+		return err == nil
+	})
+	file := filepath.Join(t.TempDir(), "ballast.yaml")
+	e2eWriteFile(t, file, fmt.Sprintf(`
+listeners: [{name: front, address: "127.0.0.1:0", protocol: tcp}]
+pools: [{name: nginx, send_proxy: v2, backends: [{address: "127.0.0.1:%d"}]}]
+`, port))
+	p := e2eStart(t, "serve", "-c", file)
+	addr := e2eListeners(p)["tcp"][0]
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(e2eWait))
+	io.WriteString(c, "GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	client := c.LocalAddr().String()
+	if got := strings.TrimSpace(string(body)); resp.StatusCode != 200 || got != client {
+		t.Fatalf("nginx answered %d %q, want the client %s", resp.StatusCode, got, client)
+	}
+	for deadline := time.Now().Add(e2eWait); ; time.Sleep(20 * time.Millisecond) {
+		log, _ := os.ReadFile(filepath.Join(dir, "access.log"))
+		if strings.Contains(string(log), "client="+client+"\n") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("nginx logged %q, want client=%s", log, client)
+		}
+	}
+}
+
+// TestServeAcceptProxyHTTP: an http listener with accept_proxy takes the client from the PROXY
+// header (v1 and v2): the backend sees it in X-Forwarded-For. A connection without a header is
+// closed without an answer and counted in /metrics.
+func TestServeAcceptProxyHTTP(t *testing.T) {
+	be := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, r.Header.Get("X-Forwarded-For"))
+	}))
+	defer be.Close()
+	file := filepath.Join(t.TempDir(), "ballast.yaml")
+	e2eWriteFile(t, file, fmt.Sprintf(`
+listeners: [{name: web, address: "127.0.0.1:0", accept_proxy: true}]
+pools: [{name: site, backends: [{address: %q}]}]
+admin: {address: "127.0.0.1:0"}
+`, strings.TrimPrefix(be.URL, "http://")))
+	p := e2eStart(t, "serve", "-c", file)
+	addr := e2eListeners(p)["http"][0]
+	am, _ := p.waitLine(true, 0, e2eAdminRE)
+	v2 := proxyproto.Header{Version: proxyproto.V2, Transport: proxyproto.TCP,
+		Src: netip.MustParseAddrPort("[2001:db8::7]:5555"), Dst: netip.MustParseAddrPort("[2001:db8::1]:80")}.Append(nil)
+	for _, tt := range []struct {
+		name, header, want string
+	}{
+		{"v1", "PROXY TCP4 198.51.100.7 127.0.0.1 40000 80\r\n", "198.51.100.7"},
+		{"v2", string(v2), "2001:db8::7"},
+	} {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = c.SetDeadline(time.Now().Add(e2eWait))
+		io.WriteString(c, tt.header+"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			t.Fatalf("%s: %v", tt.name, err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		c.Close()
+		if resp.StatusCode != 200 || string(body) != tt.want {
+			t.Errorf("%s: backend saw X-Forwarded-For %q (status %d), want %q", tt.name, body, resp.StatusCode, tt.want)
+		}
+	}
+	for _, bad := range []string{"GET / HTTP/1.1\r\nHost: x\r\n\r\n", "PROXY TCP4 nonsense\r\n"} {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = c.SetDeadline(time.Now().Add(e2eWait))
+		io.WriteString(c, bad)
+		if b, err := io.ReadAll(c); err != nil || len(b) != 0 {
+			t.Errorf("%q: got %q, %v; want the connection closed without an answer", bad, b, err)
+		}
+		c.Close()
+	}
+	want := `ballast_listener_proxy_refused_total{listener="web",protocol="http"} 2`
+	for deadline := time.Now().Add(e2eWait); ; time.Sleep(20 * time.Millisecond) {
+		if m := adminBody(t, am[1]+"/metrics"); strings.Contains(m, want) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/metrics never showed %s", want)
+		}
+	}
+	if l := findListener(t, adminPools(t, am[1]), "web"); l.ProxyRefused != 2 || l.Protocol != "http" {
+		t.Errorf("API listener %+v, want 2 refused", l)
+	}
+}
+
+// TestServeDNSThroughUnbound: DNS queries through a udp listener to two real unbound
+// instances are answered, each to the client that asked, and split between both.
+func TestServeDNSThroughUnbound(t *testing.T) {
+	bin := peertest.Binary(t, "unbound", "unbound")
+	a, b := peertest.Unbound(t, bin, "10.0.0.1"), peertest.Unbound(t, bin, "10.0.0.2")
+	p := e2eStart(t, "serve", "--mode", "udp", "--listen", "127.0.0.1:0", "--backend", a, "--backend", b)
+	addr := e2eListeners(p)["udp"][0]
+	answers := map[string]int{}
+	for i := range 20 {
+		id := uint16(1000 + i)
+		reply, _ := udpAsk(t, addr, string(peertest.DNSQuery(id, "www.ballast.test")))
+		rid, ans, err := peertest.DNSAnswerA([]byte(reply))
+		if err != nil || rid != id {
+			t.Fatalf("query %d: id %d, %v", i, rid, err)
+		}
+		answers[ans.String()]++
+	}
+	if answers["10.0.0.1"] != 10 || answers["10.0.0.2"] != 10 {
+		t.Fatalf("answers %v, want 10 from each unbound", answers)
+	}
 }
