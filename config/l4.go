@@ -99,6 +99,10 @@ func (d *decoder) validateListenerProtocol(l Listener, p string, fail func(path,
 			fail(p+"."+k.key, "%s applies to http listeners; this listener is %s", k.key, l.Protocol)
 		}
 	}
+	if l.IdleTimeout.Duration <= 0 {
+		// A tcp connection's idle check renews its read deadlines by it, and a udp flow ends by it.
+		fail(p+".idle_timeout", "must be more than 0s on a %s listener, got %s", l.Protocol, l.IdleTimeout.Duration)
+	}
 	if l.Protocol == ProtocolTCP && l.MaxFlows != 0 {
 		fail(p+".max_flows", "max_flows caps udp flows; this listener is tcp")
 	}
