@@ -93,8 +93,13 @@ for x in "haproxy $hp" "nginx $np" "ballast $bp"; do
   set -- $x
   kill -0 $2 2>/dev/null || { echo "$1 did not start:"; cat "$w/$1.log"; exit 1; }
 done
-for port in 29101 29102 29201 29202 29301 29302; do
+# Ready: the echo listeners answer a round trip; the bulk listeners accept (iperf3 behind them
+# does not echo, and a stray connection would only confuse it).
+for port in 29102 29202 29302; do
   for i in $(seq 1 100); do python3 "$here/l4load.py" rate $port 1 1 2>/dev/null | grep -q '^1 0' && break; sleep 0.1; done
+done
+for port in 29101 29201 29301; do
+  for i in $(seq 1 100); do (exec 3<>/dev/tcp/127.0.0.1/$port) 2>/dev/null && break; sleep 0.1; done
 done
 
 bulk() { # pid port -> CPU-seconds per GB
