@@ -664,3 +664,149 @@ func TestServeDNSThroughUnbound(t *testing.T) {
 		t.Fatalf("answers %v, want 10 from each unbound", answers)
 	}
 }
+
+// fdCount counts the open descriptors of process pid: pipes apart, everything else (sockets,
+// files, epoll) as others.
+func fdCount(t *testing.T, pid int) (others, pipes int) {
+	t.Helper()
+	dir := fmt.Sprintf("/proc/%d/fd", pid)
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		if l, err := os.Readlink(filepath.Join(dir, e.Name())); err == nil && strings.HasPrefix(l, "pipe:") {
+			pipes++
+		} else {
+			others++
+		}
+	}
+	return others, pipes
+}
+
+// TestServeTCPFaults: a backend that refuses connections is skipped without the client seeing
+// it; 10,000 connections opened and closed leave the process with the sockets it had (and no
+// more cached splice pipes after 10,000 than after 5,000); a backend that resets mid-stream
+// closes the client connection.
+func TestServeTCPFaults(t *testing.T) {
+	dead, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	refused := dead.Addr().String()
+	dead.Close()
+	a := tcpNamed(t, "a")
+	// dies answers its greeting, reads one line and resets the connection.
+	dies, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dies.Close()
+	go func() {
+		for {
+			c, err := dies.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				io.WriteString(c, "dies\n")
+				bufio.NewReader(c).ReadString('\n')
+				c.(*net.TCPConn).SetLinger(0)
+				c.Close()
+			}()
+		}
+	}()
+	file := filepath.Join(t.TempDir(), "ballast.yaml")
+	e2eWriteFile(t, file, fmt.Sprintf(`
+listeners:
+  - {name: main, address: "127.0.0.1:0", protocol: tcp}
+  - {name: dying, address: "127.0.0.1:0", protocol: tcp}
+pools:
+  - {name: p, balancer: roundrobin, backends: [{name: refused, address: %q}, {name: a, address: %q}]}
+  - {name: d, backends: [{address: %q}]}
+routes:
+  - {listener: main, pool: p}
+  - {listener: dying, pool: d}
+`, refused, a, dies.Addr().String()))
+	p := e2eStart(t, "serve", "-c", file)
+	ls := e2eListeners(p)
+	pid := p.cmd.Process.Pid
+	first := dialNamed(t, ls["tcp"][0]) // warms the runtime's descriptors (netpoll) up
+	first.Close()
+	before, _ := fdCount(t, pid)
+
+	// Two batches of 5,000 short connections, 16 at a time.
+	batch := func() {
+		const n, conc = 5000, 16
+		errs := make(chan error, conc)
+		next := make(chan int, n)
+		for i := range n {
+			next <- i
+		}
+		close(next)
+		deadline := time.Now().Add(2 * time.Minute)
+		for range conc {
+			go func() {
+				for range next {
+					if time.Now().After(deadline) {
+						errs <- fmt.Errorf("not done within 2 minutes")
+						return
+					}
+					c, err := net.DialTimeout("tcp", ls["tcp"][0], e2eWait)
+					if err != nil {
+						errs <- err
+						return
+					}
+					_ = c.SetDeadline(time.Now().Add(e2eWait))
+					line, err := bufio.NewReader(c).ReadString('\n')
+					c.Close()
+					if err != nil || line != "a\n" {
+						errs <- fmt.Errorf("greeting %q, %v; want a (the refusing backend is never seen)", line, err)
+						return
+					}
+				}
+				errs <- nil
+			}()
+		}
+		for range conc {
+			if err := <-errs; err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// Sockets and every other descriptor return to their count. Pipes are Go's splice pipes,
+	// which the runtime keeps for reuse until a garbage collection: their number follows the
+	// concurrency, so a second batch as large as the first must not add to them.
+	settle := func(what string) int {
+		for end := time.Now().Add(e2eWait); ; time.Sleep(20 * time.Millisecond) {
+			others, pipes := fdCount(t, pid)
+			if others <= before {
+				return pipes
+			}
+			if time.Now().After(end) {
+				t.Fatalf("%s: %d descriptors other than pipes, %d before", what, others, before)
+			}
+		}
+	}
+	batch()
+	pipes1 := settle("after 5,000 connections")
+	batch()
+	if pipes2 := settle("after 10,000 connections"); pipes2 > pipes1+16 {
+		t.Errorf("splice pipes grew with the connection count: %d after 5,000, %d after 10,000", pipes1, pipes2)
+	} else {
+		t.Logf("descriptors other than pipes: %d before and after; cached splice pipes: %d, then %d", before, pipes1, pipes2)
+	}
+
+	c := dialNamed(t, ls["tcp"][1])
+	if c.backend != "dies" {
+		t.Fatalf("greeting %q", c.backend)
+	}
+	_ = c.SetDeadline(time.Now().Add(e2eWait))
+	io.WriteString(c, "bye\n")
+	if b, err := io.ReadAll(c.r); err == nil && len(b) > 0 {
+		t.Errorf("after the backend reset, the client read %q", b)
+	}
+	if _, err := c.Read(make([]byte, 1)); err == nil {
+		t.Error("the client connection is still open after its backend reset")
+	}
+}
