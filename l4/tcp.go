@@ -41,7 +41,7 @@ func NewTable(routes []Route) (*Table, error) {
 		}
 		t.routes[i].SNI = names
 		if r.ConnectTimeout > 0 {
-			t.routes[i].dialer = &net.Dialer{Timeout: r.ConnectTimeout}
+			t.routes[i].dialer = &net.Dialer{Timeout: r.ConnectTimeout, KeepAlive: -1}
 		}
 	}
 	return t, nil
@@ -153,6 +153,9 @@ func NewTCP(opts TCPOptions, t *Table) *TCP {
 	}
 	p.persist = newPersistTable(p.opts.MaxPersist)
 	p.dialer.Timeout = p.opts.ConnectTimeout
+	// No TCP keep-alive probes on backend connections either (HAProxy's srvtcpka is off): the
+	// idle timeout ends dead connections, and the four setsockopt calls cost every connect.
+	p.dialer.KeepAlive = -1
 	p.table.Store(t)
 	return p
 }
