@@ -16,7 +16,6 @@ import (
 )
 
 var (
-	freePort  = peertest.FreePort
 	peerDir   = peertest.Dir
 	startPeer = peertest.Start
 )
