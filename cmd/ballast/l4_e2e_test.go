@@ -810,3 +810,72 @@ routes:
 		t.Error("the client connection is still open after its backend reset")
 	}
 }
+
+// TestServeBehindHAProxy: real HAProxy (`send-proxy-v2`) in front of a tcp listener with
+// accept_proxy, whose pool sends v1 on: the backend's PROXY line names the client as HAProxy
+// saw it, so the address survives two proxies.
+func TestServeBehindHAProxy(t *testing.T) {
+	haproxy := peertest.Binary(t, "haproxy", "haproxy")
+	// The backend answers with the first line it received: the PROXY header.
+	be, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer be.Close()
+	go func() {
+		for {
+			c, err := be.Accept()
+			if err != nil {
+				return
+			}
+			line, _ := bufio.NewReader(c).ReadString('\n')
+			io.WriteString(c, line)
+			c.Close()
+		}
+	}()
+	file := filepath.Join(t.TempDir(), "ballast.yaml")
+	e2eWriteFile(t, file, fmt.Sprintf(`
+listeners: [{name: front, address: "127.0.0.1:0", protocol: tcp, accept_proxy: true}]
+pools: [{name: p, send_proxy: v1, backends: [{address: %q}]}]
+`, be.Addr().String()))
+	p := e2eStart(t, "serve", "-c", file)
+	ballast := e2eListeners(p)["tcp"][0]
+	dir := peertest.Dir(t)
+	cfg := filepath.Join(dir, "haproxy.cfg")
+	port := peertest.Start(t, "tcp", haproxy, func(port int) []string {
+		e2eWriteFile(t, cfg, fmt.Sprintf(`global
+    nbthread 1
+defaults
+    mode tcp
+    timeout connect 5s
+    timeout client 30s
+    timeout server 30s
+listen front
+    bind 127.0.0.1:%d
+    server ballast %s send-proxy-v2
+`, port, ballast))
+		return []string{"-f", cfg, "-db"}
+	}, func(port int) bool {
+		c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+		if err == nil {
+			c.Close()
+		}
+		return err == nil
+	})
+	c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(e2eWait))
+	io.WriteString(c, "hello\n")
+	got, err := bufio.NewReader(c).ReadString('\n')
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := c.LocalAddr().(*net.TCPAddr)
+	want := fmt.Sprintf("PROXY TCP4 127.0.0.1 127.0.0.1 %d %d\r\n", client.Port, port)
+	if got != want {
+		t.Fatalf("backend received %q, want %q", got, want)
+	}
+}
