@@ -128,6 +128,9 @@ func (p *httpPlane) ListenerStats() []admin.ListenerStats {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	var out []admin.ListenerStats
+	if p.cfg == nil {
+		return out
+	}
 	for _, l := range p.cfg.Listeners {
 		if pls := p.pp[l.Name]; len(pls) > 0 {
 			st := admin.ListenerStats{Listener: l.Name, Protocol: config.ProtocolHTTP}

@@ -169,8 +169,11 @@ func (s *Server) Describe() string {
 	var parts []string
 	for _, l := range s.cfg.Listeners {
 		if so := s.listeners[listenerKey(l)]; so != nil {
-			scheme := l.Protocol + "://"
-			if l.TLS != nil {
+			scheme := "http://"
+			switch {
+			case l.IsL4():
+				scheme = l.Protocol + "://"
+			case l.TLS != nil:
 				scheme = "https://"
 			}
 			parts = append(parts, scheme+so.sock.Addr().String())
