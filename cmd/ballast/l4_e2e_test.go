@@ -312,7 +312,7 @@ admin: {address: "127.0.0.1:0"}
 		c.echo(t, fmt.Sprintf("still %d", i))
 		c.Close()
 	}
-	// Bytes are counted as each direction of a connection ends.
+	// Every byte is counted once the connections have closed.
 	for deadline := time.Now().Add(e2eWait); ; time.Sleep(20 * time.Millisecond) {
 		b := findPool(t, adminPools(t, base), "tcp").Backends[0]
 		if b.InFlight == 0 && b.Conns.BytesIn > 0 && b.Conns.BytesOut > 0 {
