@@ -428,6 +428,30 @@ func TestServeQuickFormL4(t *testing.T) {
 		if seen["a"] != 2 || seen["b"] != 2 {
 			t.Errorf("roundrobin over two backends: %v", seen)
 		}
+		// max_conns 1 each: two open connections fill both backends, a third waits in the
+		// backlog queue (no greeting) until one closes.
+		c1, c2 := dialNamed(t, addr), dialNamed(t, addr)
+		waiting, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer waiting.Close()
+		greeting := make(chan string, 1)
+		go func() {
+			_ = waiting.SetReadDeadline(time.Now().Add(e2eWait))
+			line, _ := bufio.NewReader(waiting).ReadString('\n')
+			greeting <- line
+		}()
+		select {
+		case line := <-greeting:
+			t.Fatalf("a third connection was served (%q) while both backends were at max_conns", line)
+		case <-time.After(300 * time.Millisecond):
+		}
+		c1.Close()
+		if line := <-greeting; line != c1.backend+"\n" {
+			t.Errorf("the queued connection got %q, want the freed backend %s", line, c1.backend)
+		}
+		c2.Close()
 	})
 	t.Run("udp", func(t *testing.T) {
 		a, b := udpNamed(t, "a"), udpNamed(t, "b")
@@ -877,5 +901,29 @@ listen front
 	want := fmt.Sprintf("PROXY TCP4 127.0.0.1 127.0.0.1 %d %d\r\n", client.Port, port)
 	if got != want {
 		t.Fatalf("backend received %q, want %q", got, want)
+	}
+}
+
+// TestQuickFormL4Config: --mode tcp builds a tcp listener whose pool takes the L4 defaults
+// (leastconn, a tcp health check with --health-interval alone) and the PROXY flags.
+func TestQuickFormL4Config(t *testing.T) {
+	q := quickForm{mode: "tcp", listen: "127.0.0.1:5432", backends: stringList{"127.0.0.1:5433"},
+		sendProxy: "v2", acceptProxy: true, healthInterval: time.Second}
+	c, err := q.config()
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, pl := c.Listeners[0], c.Pools[0]
+	switch {
+	case l.Protocol != "tcp" || !l.AcceptProxy || l.IdleTimeout.Duration != 10*time.Minute:
+		t.Errorf("listener %+v", l)
+	case pl.Balancer != "leastconn" || pl.SendProxy != "v2":
+		t.Errorf("pool balancer %q send_proxy %q", pl.Balancer, pl.SendProxy)
+	case pl.Health.Type != "tcp" || pl.Health.Interval.Duration != time.Second:
+		t.Errorf("health check %+v, want tcp every 1s", pl.Health)
+	}
+	q = quickForm{mode: "udp", listen: "127.0.0.1:5353", backends: stringList{"127.0.0.1:5301"}, acceptProxy: true}
+	if _, err := q.config(); err == nil || !strings.Contains(err.Error(), "flags: listeners[0].accept_proxy") {
+		t.Errorf("--accept-proxy with --mode udp: %v", err)
 	}
 }
