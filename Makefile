@@ -9,7 +9,7 @@ build:
 	$(GO) build -o bin/ballast ./cmd/ballast
 
 # test: everything CI checks, in the order that fails fastest.
-test: lint unit
+test: lint bpf-check unit
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \

@@ -7,7 +7,9 @@ require (
 	github.com/chromedp/chromedp v0.23.0
 	github.com/cilium/ebpf v0.22.0
 	github.com/coder/websocket v1.8.15
+	github.com/klauspost/compress v1.20.3
 	github.com/mccutchen/go-httpbin/v2 v2.26.0
+	github.com/molecule-man/go-brrr v1.3.1
 	github.com/prometheus/client_golang v1.25.0
 	github.com/prometheus/client_model v0.6.3
 	github.com/valyala/fasthttp v1.78.0
@@ -31,8 +33,6 @@ require (
 	github.com/chromedp/cdproto v0.159.0 // indirect
 	github.com/go-json-experiment/json v0.0.0-20260213210345-44df1a37e875 // indirect
 	github.com/golang/freetype v0.0.0-20170609003504-e2365dfdc4a0 // indirect
-	github.com/klauspost/compress v1.20.3 // indirect
-	github.com/molecule-man/go-brrr v1.3.1 // indirect
 	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
 	github.com/prometheus/common v0.72.0 // indirect
 	github.com/prometheus/procfs v0.22.0 // indirect

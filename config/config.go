@@ -9,6 +9,9 @@ type Config struct {
 	Pools     []Pool     `yaml:"pools"`
 	Admin     Admin      `yaml:"admin"`
 	Logging   Logging    `yaml:"logging"`
+	// Traffic policy shared by listeners and routes: see policy.go.
+	TrustedProxies []string    `yaml:"trusted_proxies,omitempty"`
+	ErrorPages     []ErrorPage `yaml:"error_pages,omitempty"`
 }
 
 // Listener is one address Ballast accepts client connections on.
@@ -35,6 +38,8 @@ type Listener struct {
 	MaxKeepAliveRequests int `yaml:"max_keepalive_requests"`
 	// ExposeBackend adds the X-Ballast-Backend response header naming the backend that served.
 	ExposeBackend bool `yaml:"expose_backend"`
+	// ListenerPolicy: request IDs, access control, per-client connection limit (policy.go).
+	ListenerPolicy `yaml:",inline"`
 }
 
 // TLS names a certificate and key in PEM files.
@@ -53,6 +58,8 @@ type Route struct {
 	// terminating TLS (passthrough); empty matches every connection.
 	SNI  string `yaml:"sni,omitempty"`
 	Pool string `yaml:"pool"`
+	// RoutePolicy: headers, rewrites, redirects, limits, compression (policy.go).
+	RoutePolicy `yaml:",inline"`
 }
 
 // Pool is a set of backends balanced by one algorithm.
@@ -93,6 +100,8 @@ type Pool struct {
 	SlowStart Duration    `yaml:"slow_start"`
 	Health    HealthCheck `yaml:"health_check"`
 	Outlier   Outlier     `yaml:"outlier"`
+	// Sticky keeps a client on one backend with a cookie (policy.go).
+	Sticky *Sticky `yaml:"sticky,omitempty"`
 }
 
 // HashKey selects the request attribute hash balancers map to a backend.
@@ -186,6 +195,8 @@ type Logging struct {
 	Level  string `yaml:"level"`  // debug | info | warn | error
 	Format string `yaml:"format"` // text | json
 	Access bool   `yaml:"access"` // access log, off by default
+	// AccessLog says where the access log goes and how it reads (policy.go).
+	AccessLog `yaml:",inline"`
 }
 
 // Duration is a time.Duration written like "5s" or "250ms" in YAML.

@@ -279,25 +279,32 @@ func (d *decoder) mapping(n *yaml.Node, v reflect.Value, path string) {
 			continue
 		}
 		done[k.Value] = kp
-		d.value(val, v.Field(idx), sub)
+		d.value(val, v.FieldByIndex(idx), sub)
 	}
 }
 
-var fieldCache sync.Map // reflect.Type → map[string]int
+var fieldCache sync.Map // reflect.Type → map[string][]int
 
-// fieldIndex maps a struct's YAML key names to field indexes.
-func fieldIndex(t reflect.Type) map[string]int {
+// fieldIndex maps a struct's YAML key names to field index paths; the keys of an embedded
+// struct tagged ",inline" belong to the enclosing mapping, as yaml.v3 encodes them.
+func fieldIndex(t reflect.Type) map[string][]int {
 	if m, ok := fieldCache.Load(t); ok {
-		return m.(map[string]int)
+		return m.(map[string][]int)
 	}
-	m := make(map[string]int, t.NumField())
+	m := make(map[string][]int, t.NumField())
 	for i := range t.NumField() {
 		f := t.Field(i)
-		name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+		name, opts, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+		if f.Anonymous && name == "" && strings.Contains(opts, "inline") && f.Type.Kind() == reflect.Struct {
+			for k, idx := range fieldIndex(f.Type) {
+				m[k] = append([]int{i}, idx...)
+			}
+			continue
+		}
 		if name == "" || name == "-" || !f.IsExported() {
 			continue
 		}
-		m[name] = i
+		m[name] = []int{i}
 	}
 	fieldCache.Store(t, m)
 	return m

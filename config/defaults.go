@@ -78,6 +78,7 @@ func (d *decoder) defaults(c *Config) {
 	if c.Logging.Format == "" {
 		c.Logging.Format = "text"
 	}
+	d.policyDefaults(c)
 }
 
 func (d *decoder) poolDefaults(pl *Pool, p string) {

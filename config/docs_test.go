@@ -24,7 +24,7 @@ func TestDocsCoverEveryKey(t *testing.T) {
 			return
 		}
 		for _, name := range fieldNames(typ) {
-			f := typ.Field(fieldIndex(typ)[name])
+			f := typ.FieldByIndex(fieldIndex(typ)[name])
 			full := name
 			if path != "" {
 				full = path + "." + name

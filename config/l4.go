@@ -75,6 +75,13 @@ func (d *decoder) l4PoolDefaults(pl *Pool, p string) {
 
 // validateListenerProtocol checks the keys that only one kind of listener reads.
 func (d *decoder) validateListenerProtocol(l Listener, p string, fail func(path, format string, args ...any)) {
+	// Zero would mean "no limit" to a reader of the file but a default to the planes: refuse it.
+	if l.ReadHeaderTimeout.Duration == 0 {
+		fail(p+".read_header_timeout", "must be more than 0s (e.g. 10s): it bounds a client that sends nothing")
+	}
+	if l.IdleTimeout.Duration == 0 {
+		fail(p+".idle_timeout", "must be more than 0s (e.g. 60s, or 1h for long-lived connections)")
+	}
 	if !oneOf(l.Protocol, protocols) {
 		fail(p+".protocol", "unknown protocol %q (valid: %s)", l.Protocol, strings.Join(protocols, ", "))
 		return
@@ -98,10 +105,6 @@ func (d *decoder) validateListenerProtocol(l Listener, p string, fail func(path,
 		if k.set {
 			fail(p+"."+k.key, "%s applies to http listeners; this listener is %s", k.key, l.Protocol)
 		}
-	}
-	if l.IdleTimeout.Duration <= 0 {
-		// A tcp connection's idle check renews its read deadlines by it, and a udp flow ends by it.
-		fail(p+".idle_timeout", "must be more than 0s on a %s listener, got %s", l.Protocol, l.IdleTimeout.Duration)
 	}
 	if l.Protocol == ProtocolTCP && l.MaxFlows != 0 {
 		fail(p+".max_flows", "max_flows caps udp flows; this listener is tcp")

@@ -95,9 +95,9 @@ func (d *decoder) validate(c *Config) {
 	for i, r := range c.Routes {
 		p := fmt.Sprintf("routes[%d]", i)
 		switch {
-		case r.Pool == "":
+		case r.Pool == "" && r.Redirect == nil: // a redirect is answered by Ballast (policy.go)
 			fail(p+".pool", "every route needs a pool (valid: %s)", strings.Join(poolNames, ", "))
-		case !pools[r.Pool]:
+		case r.Pool != "" && !pools[r.Pool]:
 			fail(p+".pool", "no pool named %q (valid: %s)", r.Pool, strings.Join(poolNames, ", "))
 		}
 		if r.Listener != "" && !listeners[r.Listener] {
@@ -118,6 +118,7 @@ func (d *decoder) validate(c *Config) {
 	}
 
 	d.validateL4(c, fail)
+	d.validatePolicy(c, fail)
 
 	a := c.Admin
 	if a.Address != "" {

@@ -41,8 +41,13 @@ type sample struct {
 	fresh  bool   // first seen now: no interval to judge yet
 }
 
+// newOutlier takes the first look at once, before any request can have been served by the
+// pool's data planes, so that a streak reached in the first tick is evidence, not a peak "from
+// before this detector ran".
 func newOutlier(m *Monitor, r *poolRun) *outlier {
-	return &outlier{m: m, r: r, cfg: r.out, bs: map[string]*outState{}}
+	o := &outlier{m: m, r: r, cfg: r.out, bs: map[string]*outState{}}
+	o.step(m.opts.Now())
+	return o
 }
 
 func (o *outlier) run(ctx context.Context) {

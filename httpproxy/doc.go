@@ -16,19 +16,30 @@
 //     It is used as a keep-alive connection pool only; the proxy writes requests and reads
 //     responses itself so it controls deadlines, retries and cancellation.
 //   - A request counts in flight on its backend from dispatch until its response is done:
-//     a streamed body (over 16 KiB, chunked or close-delimited) until it has been written to
-//     the client or failed; a small body, which is read whole, once it has been read.
+//     a streamed body until it has been written to the client or failed; a small body (at most
+//     16 KiB) that arrived with the response headers, which is taken whole, at once.
 //     Release gets the time to response headers as the latency.
-//   - Bodies stream both ways with bounded memory. Request bodies of at most 64 KiB are read
-//     first so they can be replayed (retries, hedges); larger and chunked ones stream and are
-//     retried only if none of their bytes was sent. Chunked trailers pass both ways.
-//   - Retries go to a different backend, only for connect failures and connections closed
-//     before response headers, only for idempotent methods unless retries.non_idempotent,
-//     at most retries.attempts tries, and within the pool's retry budget (retries + hedges ≤
-//     budget × requests over the last two seconds, plus a small floor; budget 0: none). A backend that refuses a
-//     connection is also taken out of rotation for one second (lighttpd's disable-time, nginx's
-//     max_fails=1), so that when a backend dies the requests behind the first few go straight
-//     to the others instead of failing or spending the budget.
+//   - Bodies stream both ways with bounded memory, and bytes move as they arrive: a response
+//     body is held back only while more of it is already waiting (relay.WriteTo), a streamed
+//     request body is flushed to the backend piece by piece (upload.WriteTo). Request bodies
+//     of at most 64 KiB are read first so they can be replayed (retries, hedges); larger and
+//     chunked ones stream, from their own goroutine while the response is awaited, so a
+//     backend's early answer (413 after the headers) is passed on; the backend connection is
+//     then closed, and the client's too if the rest of its body cannot be drained. Chunked
+//     trailers pass both ways.
+//   - Replay safety: a request any byte of which was written to a backend socket is sent again
+//     only if its method is idempotent (RFC 9110 §9.2.2), whatever retries.non_idempotent
+//     says. A pooled connection is checked for a close by the backend before a non-idempotent
+//     request is sent on it; a request that failed with nothing sent may go out again. The
+//     fasthttp HostClients never retry on their own.
+//   - Retries go to a different backend (after up to two tries on fresh connections of the
+//     same pool when a pooled connection was dead), for connect failures and connections
+//     closed before response headers, at most retries.attempts tries, and within the pool's
+//     retry budget (retries + hedges ≤ budget × requests over the last two seconds, plus a
+//     small floor; budget 0: none). A backend that refuses a connection is also taken out of rotation for one
+//     second (lighttpd's disable-time, nginx's max_fails=1), so that when a backend dies the
+//     requests behind the first few go straight to the others instead of failing or spending
+//     the budget.
 //   - Hedging (hedge.delay > 0) sends an idempotent request with a replayable body to another
 //     backend each time hedge.delay passes without response headers, up to hedge.max_hedges
 //     copies; the first response wins, the others' connections are closed and slots released.
@@ -44,7 +55,8 @@
 //     504; malformed request, invalid field name or target, Transfer-Encoding other than
 //     chunked or with Content-Length, Upgrade with a body → 400; CONNECT → 405 with Allow;
 //     version other than HTTP/1.0 and 1.1 → 505; request header over the listener's
-//     max_header_bytes → 431; client too slow sending headers → 408.
+//     max_header_bytes → 431; client too slow sending headers, or its body (the body
+//     timeout) → 408.
 //   - Hop-by-hop headers (RFC 9110 §7.6.1) and every header Connection names are stripped both
 //     ways; X-Forwarded-For and Forwarded (RFC 7239) get the client appended, X-Forwarded-Proto
 //     and X-Forwarded-Host are set, Host is preserved (or set from an absolute-form target);
@@ -54,16 +66,28 @@
 //     backend's 101, copying both ways with half-close; the backend counts in flight for the
 //     tunnel's life.
 //   - Timeouts: listener.read_header_timeout bounds the request headers (slowloris);
-//     listener.idle_timeout bounds keep-alive idleness and client inactivity while a body
-//     moves; pool timeouts.connect bounds the dial; timeouts.response bounds the wait for
-//     response headers and then backend inactivity while the body streams.
+//     listener.idle_timeout bounds keep-alive idleness and is the request body timeout: every
+//     64 KiB of a body (a shorter one whole) must arrive within it, whatever the framing, or
+//     the client gets 408; pool timeouts.connect bounds the dial; timeouts.response bounds the
+//     wait for response headers (counted from the last request body byte sent) and then
+//     backend inactivity while the body streams.
 //   - HTTP/1.0 requests that carry a Host go to the backend as HTTP/1.1, so the backend keeps
 //     the pooled connection; the client side is still answered as HTTP/1.0.
 //   - Cost per request (on Linux): client and backend sockets are read and written with raw
 //     system calls inside syscall.RawConn callbacks (rawio_linux.go), so the runtime's monitor
 //     does not hand Ps between threads on every short socket call; a request is written to the
 //     backend and its response awaited without a speculative read (deadlineConn.writeAndWait);
-//     client read deadlines are armed lazily (rawConn). One response is one write to the client.
+//     client read deadlines are armed lazily (rawConn). A response whose body came with its
+//     headers is one write to the client.
+//   - Traffic policy (policy.go and one file per policy): compiled once per table into
+//     immutable structs; a table that configures none has a nil policy and the request path
+//     checks that one pointer. In order: client address (trusted_proxies), allow/deny → 403,
+//     rate limit → 429 + Retry-After, max_body_bytes → 413, redirect (answered here), request
+//     ID, rewrite, request headers; then response headers, sticky cookie, compression; error
+//     pages replace the bodies of Ballast's own 403/404/413/429/502/503/504. Rate limiters
+//     and the per-client connection counts are sharded or taken on accept only; no policy
+//     takes a global lock per request. The access log (accesslog.go) is written apart from
+//     the error log, one write per line, and reopened by ReopenAccessLog (SIGUSR1).
 //
 // Concurrency: all methods of Proxy are safe for concurrent use. The request path loads one
 // immutable route table through an atomic pointer and takes no lock of its own (hedged

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"io"
-	"log/slog"
 	"math/rand/v2"
 	"sync"
 	"time"
@@ -28,6 +27,8 @@ type exchange struct {
 	body  []byte
 	buf   []byte
 	raw   bool // ctx.Request.bodyRaw points into body
+
+	pol reqState // traffic policy scratch (policy.go); untouched when the table has none
 }
 
 var exchangePool = sync.Pool{New: func() any { return new(exchange) }}
@@ -42,6 +43,7 @@ func (x *exchange) put() {
 	x.relay = relay{}
 	x.up = upload{}
 	x.raw = false
+	x.pol.reset()
 	exchangePool.Put(x)
 }
 
@@ -93,6 +95,9 @@ func (ls *listenerState) handle(ctx *fasthttp.RequestCtx) {
 	r := t.match(ls.name, h.Host(), path)
 	if r == nil {
 		ctx.Error("ballast: no route\n", fasthttp.StatusNotFound)
+		if t.pol != nil {
+			ls.errorPage(ctx, t) // errorpages.go
+		}
 		return
 	}
 	// fasthttp parsed the target into a URI and would write the request from it: percent-
@@ -106,6 +111,9 @@ func (ls *listenerState) handle(ctx *fasthttp.RequestCtx) {
 			// The tunnel forwards the head alone and then raw bytes: a body would arrive as
 			// the start of the new protocol, or as a second request after a refusal.
 			refuse(ctx, headUpgradeBody)
+			return
+		}
+		if t.pol != nil && !ls.admitUpgrade(ctx, t, r) { // policy.go
 			return
 		}
 		ls.tunnel(ctx, t, ps)
@@ -122,12 +130,15 @@ func (ls *listenerState) handle(ctx *fasthttp.RequestCtx) {
 		// connection; the client side still speaks HTTP/1.0, decided before the handler.
 		h.SetProtocolBytes(http11)
 	}
+	if t.pol != nil && !ls.applyPolicy(ctx, t, r, x, &sc) { // policy.go: answered by Ballast
+		ls.finish(ctx, x)
+		return
+	}
 	x.buf = addForwardingHeaders(h, sc, clientAddr(ctx.RemoteAddr()), ls.tls, x.buf)
-	replayable, ok := ls.prepareBody(ctx, x, ps)
-	if !ok {
+	replayable, err := ls.prepareBody(ctx, x, ps)
+	if err != nil {
 		x.put()
-		ctx.Error("ballast: reading the request body failed\n", fasthttp.StatusBadRequest)
-		ctx.SetConnectionClose()
+		bodyError(ctx, err)
 		return
 	}
 	ps.budget.request(coarseUnix())
@@ -157,31 +168,31 @@ func refuse(ctx *fasthttp.RequestCtx, v headVerdict) {
 }
 
 // prepareBody reads a small body into memory (replayable) or sets up streaming.
-func (ls *listenerState) prepareBody(ctx *fasthttp.RequestCtx, x *exchange, ps *poolState) (replayable, ok bool) {
+func (ls *listenerState) prepareBody(ctx *fasthttp.RequestCtx, x *exchange, ps *poolState) (replayable bool, err error) {
 	req := &ctx.Request
 	if !req.IsBodyStream() {
-		return true, true
+		return true, nil
 	}
 	cl := req.Header.ContentLength()
 	switch {
 	case cl == 0 || cl == -2:
 		req.ResetBody()
-		return true, true
+		return true, nil
 	case cl > 0 && cl <= maxBufferedBody:
 		if cap(x.body) < cl {
 			x.body = make([]byte, cl, max(cl, 4<<10))
 		}
 		b := x.body[:cl]
 		if _, err := io.ReadFull(req.BodyStream(), b); err != nil {
-			return false, false
+			return false, err
 		}
 		req.SetBodyRaw(b)
 		x.raw = true
-		return true, true
+		return true, nil
 	}
-	x.up = upload{r: req.BodyStream(), ctx: ctx, idle: ls.idle, rt: ps.respTimeout}
+	x.up = upload{r: req.BodyStream(), ctx: ctx, idle: ls.idle, rt: ps.respTimeout, deadline: time.Now().Add(ls.idle)}
 	req.SetBodyStream(&x.up, cl)
-	return false, true
+	return false, nil
 }
 
 // idempotent reports whether a request may be sent twice (RFC 9110 §9.2.2).
@@ -223,7 +234,10 @@ func markTried(t *balance.Tried, b *upstream.Backend) {
 	}
 }
 
-// retryable reports whether a failed attempt may be tried again on another backend.
+// retryable reports whether a failed attempt may be tried again on another backend. A request
+// that may have reached the backend (errClosed: some of it was sent) is replayed only if it is
+// idempotent (RFC 9110 §9.2.2), whatever retries.non_idempotent says: a backend that crashed
+// after receiving a POST may have acted on it.
 func (ps *poolState) retryable(a *attempt, h *fasthttp.RequestHeader, bodyUntouched bool) bool {
 	if !bodyUntouched {
 		return false
@@ -231,10 +245,20 @@ func (ps *poolState) retryable(a *attempt, h *fasthttp.RequestHeader, bodyUntouc
 	switch a.class {
 	case errConnect:
 		return true
-	case errClosed, errStale:
+	case errStale:
 		return ps.nonIdempotent || idempotent(h)
+	case errClosed:
+		return idempotent(h)
 	}
 	return false
+}
+
+// retryFresh reports whether a failure on a pooled connection is the keep-alive race (the
+// backend closed the connection as the request went out) rather than the backend's fault, so
+// the request may go out again on a new connection to the same pool without counting as an
+// attempt: when nothing of it was sent, or when it is idempotent.
+func retryFresh(a *attempt, h *fasthttp.RequestHeader) bool {
+	return a.reused && (a.class == errStale || a.class == errClosed && idempotent(h))
 }
 
 // connectFailureHoldoff is how long a backend that refused a connection stays out of rotation:
@@ -255,10 +279,13 @@ func (ps *poolState) connectFailed(b *upstream.Backend) {
 // failed reports whether the attempt counts as a backend failure for outlier detection.
 func failed(a *attempt) bool {
 	switch a.class {
-	case errClient, errCancelled, errStale:
+	case errClient, errClientTimeout, errCancelled, errStale:
 		return false
 	case errNone:
 		return a.ps.include5xx && a.out.StatusCode() >= 500
+	case errClosed:
+		// A pooled connection closed as the request went out is the keep-alive race.
+		return !a.reused || !errors.Is(a.err, io.EOF)
 	}
 	return true
 }
@@ -282,10 +309,10 @@ func (ls *listenerState) forward(ctx *fasthttp.RequestCtx, t *table, ps *poolSta
 	cl := h.ContentLength()
 	stale := 0
 	for try := 1; ; {
-		b, err := ps.pool.Acquire(key, tried)
+		b, err := ps.acquire(ctx, key, tried) // sticky.go: the cookie's backend first
 		if err != nil {
 			if try > 1 || stale > 0 {
-				ls.fail(ctx, t, a)
+				ls.fail(ctx, t, x, a)
 			} else {
 				ls.acquireError(ctx, err)
 			}
@@ -305,16 +332,20 @@ func (ls *listenerState) forward(ctx *fasthttp.RequestCtx, t *table, ps *poolSta
 		if a.class == errConnect {
 			ps.connectFailed(b)
 		}
-		untouched := replayable || x.up.n == 0
+		untouched := replayable || x.up.n == 0 && !x.up.interrupted
 		switch {
-		case a.class == errStale && stale < 2 && untouched:
-			stale++ // a keep-alive race, not the backend's fault: same pool, fresh connection
+		case stale < 2 && untouched && retryFresh(a, h):
+			// A keep-alive race, not the backend's fault: same pool, fresh connection. The
+			// connections that sat idle beside the dead one are suspect too, so they go.
+			stale++
+			a.hc.CloseIdleConnections()
 		case try < ps.attempts && ps.retryable(a, h, untouched) && ps.budget.spend(coarseUnix()):
 			markTried(&tried, b)
 			ps.counters.retries.Add(1)
+			x.pol.retries++
 			try++
 		default:
-			ls.fail(ctx, t, a)
+			ls.fail(ctx, t, x, a)
 			ls.finish(ctx, x)
 			return
 		}
@@ -346,13 +377,17 @@ func (ls *listenerState) acquireError(ctx *fasthttp.RequestCtx, err error) {
 	default:
 		ctx.Error("ballast: "+err.Error()+"\n", fasthttp.StatusServiceUnavailable)
 	}
+	ls.errorPage(ctx, ls.proxy.table.Load()) // errorpages.go
 }
 
 // fail answers a request whose last attempt failed.
-func (ls *listenerState) fail(ctx *fasthttp.RequestCtx, t *table, a *attempt) {
+func (ls *listenerState) fail(ctx *fasthttp.RequestCtx, t *table, x *exchange, a *attempt) {
 	ctx.Error("ballast: "+a.class.String()+"\n", a.class.status())
-	if a.class == errClient {
+	if a.class == errClient || a.class == errClientTimeout {
 		ctx.SetConnectionClose()
+	}
+	if t.pol != nil {
+		ls.failPolicy(ctx, t, a) // limits.go: 413, error pages
 	}
 	id := ""
 	if a.b != nil {
@@ -360,7 +395,7 @@ func (ls *listenerState) fail(ctx *fasthttp.RequestCtx, t *table, a *attempt) {
 	}
 	ls.proxy.logger.Warn("request failed", "pool", a.ps.name, "backend", id, "reason", a.class.String(), "err", a.err)
 	if t.access {
-		ls.logAccess(ctx, a, time.Duration(0))
+		ls.logAccess(ctx, x, a, time.Since(a.start))
 	}
 }
 
@@ -382,18 +417,25 @@ func (ls *listenerState) deliver(ctx *fasthttp.RequestCtx, t *table, x *exchange
 	if ls.expose(t) {
 		out.Header.SetCanonical(keyBackend, s2b(a.b.ID))
 	}
+	if t.pol != nil {
+		ls.respondPolicy(ctx, x, a) // policy.go
+	}
 	if a.br != nil {
 		cl := a.resp.Header.ContentLength()
 		x.relay = relay{ls: ls, t: t, x: x, a: a, ctx: ctx, r: a.resp.BodyStream(), remain: int64(cl)}
 		if cl < -1 {
 			cl = -1
 		}
-		out.SetBodyStream(&x.relay, cl)
+		// A body with a length is written by fasthttp into a buffer it flushes only when
+		// full; relay.WriteTo writes it to the connection itself, so the headers go first.
+		body, n := ls.responseStream(t, x, cl) // compress.go: compressed when asked
+		out.ImmediateHeaderFlush = n >= 0
+		out.SetBodyStream(body, n)
 		return
 	}
 	a.release(a.ttfb, failed(a))
 	if t.access {
-		ls.logAccess(ctx, a, time.Since(a.start))
+		ls.logAccess(ctx, x, a, time.Since(a.start))
 	}
 	if a != &x.first {
 		fasthttp.ReleaseRequest(a.req)
@@ -424,6 +466,8 @@ type relay struct {
 	eof    bool
 	broken bool
 	reads  int // deadlines are refreshed every refreshReads reads, not on every one
+
+	n int64 // bytes relayed, for the access log
 }
 
 // refreshReads is how often (in reads of up to the server's buffer size) a streaming body
@@ -432,6 +476,7 @@ const refreshReads = 16
 
 func (r *relay) Read(p []byte) (int, error) {
 	n, err := r.r.Read(p)
+	r.n += int64(n)
 	if r.remain >= 0 {
 		r.remain -= int64(n)
 		if r.remain <= 0 {
@@ -477,7 +522,7 @@ func (r *relay) Close() error {
 	// A body cut short by the backend is its failure; a client that went away is not.
 	a.release(a.ttfb, r.broken || failed(a))
 	if r.t.access {
-		r.ls.logAccess(r.ctx, a, time.Since(a.start))
+		r.ls.logAccess(r.ctx, r.x, a, time.Since(a.start))
 	}
 	x, ctx, ls := r.x, r.ctx, r.ls
 	if a != &x.first {
@@ -485,23 +530,4 @@ func (r *relay) Close() error {
 	}
 	ls.finish(ctx, x)
 	return nil
-}
-
-// logAccess writes one access-log line.
-func (ls *listenerState) logAccess(ctx *fasthttp.RequestCtx, a *attempt, d time.Duration) {
-	id := ""
-	if a.b != nil {
-		id = a.b.ID
-	}
-	ls.proxy.logger.LogAttrs(ctx, slog.LevelInfo, "access",
-		slog.String("listener", ls.name),
-		slog.String("client", ctx.RemoteAddr().String()),
-		slog.String("method", string(ctx.Method())),
-		slog.String("uri", string(ctx.RequestURI())),
-		slog.Int("status", ctx.Response.StatusCode()),
-		slog.String("pool", a.ps.name),
-		slog.String("backend", id),
-		slog.Duration("ttfb", a.ttfb),
-		slog.Duration("duration", d),
-	)
 }

@@ -90,7 +90,7 @@ func (ls *listenerState) hedged(ctx *fasthttp.RequestCtx, t *table, ps *poolStat
 		}
 	}
 	if winner == nil {
-		ls.fail(ctx, t, last)
+		ls.fail(ctx, t, x, last)
 		ls.finish(ctx, x)
 		return
 	}

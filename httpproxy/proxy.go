@@ -26,6 +26,7 @@ import (
 type Proxy struct {
 	table  atomic.Pointer[table]
 	logger *slog.Logger
+	access atomic.Pointer[AccessLog] // nil when logging.access is off
 
 	mu      sync.Mutex // guards servers and closed; never taken on the request path
 	servers []*fasthttp.Server
@@ -42,6 +43,8 @@ type table struct {
 	listeners map[string]*config.Listener
 	access    bool
 	needPath  bool // some route has a path prefix: requests must compute their path
+
+	pol *tablePolicy // traffic policy; nil when no listener, route or log needs one (policy.go)
 }
 
 // route is a config.Route resolved to its pool.
@@ -50,6 +53,7 @@ type route struct {
 	host     []byte // lower case, no port; empty = any
 	prefix   []byte
 	ps       *poolState
+	pol      *routePolicy // nil when the route has no policy (policy.go)
 }
 
 // poolState is what the request path needs to know about one pool, prepared once per table.
@@ -71,6 +75,8 @@ type poolState struct {
 	maxRequests    int // keepalive.max_requests: requests per backend connection, 0 = unlimited
 	budget         *retryBudget
 	counters       *poolCounters
+
+	sticky *sticky // cookie insertion; nil when off (sticky.go)
 }
 
 // poolCounters are what the HTTP plane counts per pool, for the metrics. Like the retry
@@ -121,7 +127,7 @@ func (p *Proxy) Responses(b *upstream.Backend) [6]uint64 {
 // and how many hedged copies were sent, since the pool first appeared.
 func (p *Proxy) PoolCounters(pool string) (retries, hedges uint64) {
 	for _, r := range p.table.Load().routes {
-		if r.ps.name == pool {
+		if r.ps != nil && r.ps.name == pool { // a redirect route has no pool
 			return r.ps.counters.retries.Load(), r.ps.counters.hedges.Load()
 		}
 	}
@@ -141,6 +147,9 @@ func New(cfg *config.Config, pools map[string]*upstream.Pool, logger *slog.Logge
 	if err != nil {
 		return nil, err
 	}
+	if err := p.openAccessLog(cfg.Logging); err != nil { // accesslog.go
+		return nil, err
+	}
 	p.table.Store(t)
 	startCoarseClock()
 	return p, nil
@@ -153,6 +162,9 @@ func New(cfg *config.Config, pools map[string]*upstream.Pool, logger *slog.Logge
 func (p *Proxy) Swap(cfg *config.Config, pools map[string]*upstream.Pool) error {
 	t, err := buildTable(cfg, pools, p.table.Load())
 	if err != nil {
+		return err
+	}
+	if err := p.openAccessLog(cfg.Logging); err != nil { // accesslog.go
 		return err
 	}
 	p.table.Store(t)
@@ -182,7 +194,7 @@ func buildTable(cfg *config.Config, pools map[string]*upstream.Pool, prev *table
 	}
 	for _, r := range cfg.Routes {
 		ps := states[r.Pool]
-		if ps == nil {
+		if ps == nil && r.Redirect == nil { // a redirect route has no pool (policy.go)
 			return nil, fmt.Errorf("httpproxy: route %s%s uses pool %q, which is not configured or has no pool", r.Host, r.PathPrefix, r.Pool)
 		}
 		if r.Listener != "" && t.listeners[r.Listener] == nil {
@@ -191,6 +203,9 @@ func buildTable(cfg *config.Config, pools map[string]*upstream.Pool, prev *table
 		host, _, _ := splitHostPort(strings.ToLower(r.Host))
 		t.routes = append(t.routes, route{listener: r.Listener, host: []byte(host), prefix: []byte(r.PathPrefix), ps: ps})
 		t.needPath = t.needPath || r.PathPrefix != ""
+	}
+	if err := compilePolicy(cfg, t, prev); err != nil { // policy.go
+		return nil, err
 	}
 	return t, nil
 }
@@ -227,7 +242,7 @@ func newPoolState(pc *config.Pool, pool *upstream.Pool, prev *table) (*poolState
 	// not refill the budget nor reset the metrics.
 	if prev != nil {
 		for _, r := range prev.routes {
-			if r.ps.name == pc.Name {
+			if r.ps != nil && r.ps.name == pc.Name { // a redirect route has no pool
 				ps.budget, ps.counters = r.ps.budget, r.ps.counters
 				break
 			}
@@ -239,6 +254,7 @@ func newPoolState(pc *config.Pool, pool *upstream.Pool, prev *table) (*poolState
 	if ps.counters == nil {
 		ps.counters = new(poolCounters)
 	}
+	ps.sticky = newSticky(pc, pool) // sticky.go
 	pcopy := *pc
 	pool.Attach(backendSlot, func(b *upstream.Backend) any { return &backendState{hc: newHostClient(&pcopy, b)} })
 	return ps, nil
@@ -308,6 +324,7 @@ type listenerState struct {
 type listenerTable struct {
 	t      *table
 	expose bool
+	pol    *listenerPolicy // policy.go
 }
 
 // expose reports whether this listener adds X-Ballast-Backend under table t.
@@ -318,6 +335,9 @@ func (ls *listenerState) expose(t *table) bool {
 	c := &listenerTable{t: t}
 	if l := t.listeners[ls.name]; l != nil {
 		c.expose = l.ExposeBackend
+	}
+	if t.pol != nil {
+		c.pol = t.pol.listeners[ls.name]
 	}
 	ls.cached.Store(c)
 	return c.expose
@@ -369,6 +389,8 @@ func (p *Proxy) Serve(listener string, ln net.Listener) error {
 	p.servers = append(p.servers, srv)
 	p.mu.Unlock()
 	ln = rawListener{ln} // client sockets read and written with raw calls: see rawIO
+	// Policy: max_conns_per_client (ratelimit.go).
+	ln = ls.limitConns(ln)
 	if lc.TLS != nil {
 		err = srv.ServeTLS(ln, lc.TLS.Cert, lc.TLS.Key)
 	} else {

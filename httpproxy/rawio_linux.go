@@ -37,6 +37,9 @@ type rawIO struct {
 	wn   int
 	werr error
 	wfn  func(fd uintptr) bool
+
+	peeked int // set by peekCallback: peekNothing, peekData or peekGone
+	pfn    func(fd uintptr)
 }
 
 // init prepares x for c; the callbacks are method values made once per connection, so a
@@ -53,6 +56,56 @@ func (x *rawIO) init(c net.Conn) {
 	x.rc = rc
 	x.rfn = x.readCallback
 	x.wfn = x.writeCallback
+	x.pfn = x.peekCallback
+}
+
+// peerGone reports, without blocking, whether the peer has closed or reset the connection or
+// sent bytes nobody asked for: either way an idle keep-alive connection is unusable. It costs
+// one non-blocking peek, so callers use it only where sending on a dead connection would be
+// unsafe to undo (a non-idempotent request).
+func (x *rawIO) peerGone() bool { return x.peek() != peekNothing }
+
+// pending reports, without blocking, whether bytes from the peer wait to be read.
+func (x *rawIO) pending() bool { return x.peek() == peekData }
+
+// What a non-blocking peek found.
+const (
+	peekNothing = iota // nothing pending: the connection is open and quiet
+	peekData           // bytes wait to be read
+	peekGone           // the end of the stream or an error
+)
+
+// peek runs under RawConn.Control, not Read: Control does not take the descriptor's read lock,
+// so a peek does not wait behind a reader parked on the same connection. Concurrent peeks
+// are not supported.
+func (x *rawIO) peek() int {
+	if x.rc == nil {
+		return peekNothing
+	}
+	if err := x.rc.Control(x.pfn); err != nil {
+		return peekGone
+	}
+	return x.peeked
+}
+
+// peekCallback peeks one byte without waiting (the socket is non-blocking).
+func (x *rawIO) peekCallback(fd uintptr) {
+	var b [1]byte
+	for {
+		n, _, e := syscall.RawSyscall6(syscall.SYS_RECVFROM, fd, uintptr(unsafe.Pointer(&b[0])), 1,
+			syscall.MSG_PEEK|syscall.MSG_DONTWAIT, 0, 0)
+		switch {
+		case e == syscall.EINTR:
+			continue
+		case e == syscall.EAGAIN:
+			x.peeked = peekNothing
+		case e == 0 && n > 0:
+			x.peeked = peekData
+		default:
+			x.peeked = peekGone
+		}
+		return
+	}
 }
 
 func (x *rawIO) read(c net.Conn, p []byte) (int, error) {

@@ -18,3 +18,9 @@ func (x *rawIO) init(net.Conn) {}
 
 func (x *rawIO) read(c net.Conn, p []byte) (int, error)  { return c.Read(p) }
 func (x *rawIO) write(c net.Conn, p []byte) (int, error) { return c.Write(p) }
+
+// peerGone cannot peek without the raw socket; it reports the connection usable.
+func (x *rawIO) peerGone() bool { return false }
+
+// pending cannot peek without the raw socket; it reports nothing waiting.
+func (x *rawIO) pending() bool { return false }

@@ -48,9 +48,11 @@ func newHostClient(pc *config.Pool, b *upstream.Backend) *fasthttp.HostClient {
 			}
 			return newDeadlineConn(c), nil
 		},
-		MaxConns:                  maxConns,
-		MaxIdleConnDuration:       idle,
+		MaxConns:            maxConns,
+		MaxIdleConnDuration: idle,
+		// Ballast decides every retry itself (forward, hedged); fasthttp must never re-send.
 		MaxIdemponentCallAttempts: 1,
+		RetryIfErr:                neverRetry,
 		ReadBufferSize:            backendBufferSize,
 		WriteBufferSize:           backendBufferSize,
 		DisablePathNormalizing:    true,
@@ -59,6 +61,10 @@ func newHostClient(pc *config.Pool, b *upstream.Backend) *fasthttp.HostClient {
 		ConnPoolStrategy:          fasthttp.LIFO,
 	}
 }
+
+// neverRetry keeps fasthttp from re-sending a request on its own: whether a request may be
+// sent again depends on what the backend may have received, which only the proxy tracks.
+func neverRetry(*fasthttp.Request, int, error) (resetTimeout, retry bool) { return false, false }
 
 func durationOr(d, def time.Duration) time.Duration {
 	if d > 0 {
@@ -71,14 +77,15 @@ func durationOr(d, def time.Duration) time.Duration {
 type errClass uint8
 
 const (
-	errNone       errClass = iota
-	errConnect             // the backend could not be reached: never received the request
-	errStale               // a reused keep-alive connection was closed before any response byte
-	errClosed              // the connection closed or reset before response headers
-	errTimeout             // no response headers within the response timeout
-	errBadGateway          // anything else on the backend side (malformed response, ...)
-	errClient              // reading the request body from the client failed
-	errCancelled           // a hedge lost, or the request was abandoned
+	errNone          errClass = iota
+	errConnect                // the backend could not be reached: never received the request
+	errStale                  // a pooled connection was found closed before any request byte was sent
+	errClosed                 // the connection closed or reset after the request was (partly) sent
+	errTimeout                // no response headers within the response timeout
+	errBadGateway             // anything else on the backend side (malformed response, ...)
+	errClient                 // reading the request body from the client failed
+	errClientTimeout          // the client sent its request body too slowly (see upload)
+	errCancelled              // a hedge lost, or the request was abandoned
 )
 
 // status is the response a failed attempt turns into.
@@ -88,6 +95,8 @@ func (c errClass) status() int {
 		return fasthttp.StatusGatewayTimeout
 	case errClient:
 		return fasthttp.StatusBadRequest
+	case errClientTimeout:
+		return fasthttp.StatusRequestTimeout
 	}
 	return fasthttp.StatusBadGateway
 }
@@ -106,6 +115,8 @@ func (c errClass) String() string {
 		return "bad response from backend"
 	case errClient:
 		return "client request body failed"
+	case errClientTimeout:
+		return "client request body too slow"
 	case errCancelled:
 		return "cancelled"
 	}
@@ -128,6 +139,12 @@ type attempt struct {
 	ttfb  time.Duration // dispatch to response headers
 	err   error
 	class errClass
+
+	// What the backend may have seen, which decides whether a failure may be retried: reused
+	// says the connection came from the idle pool, wrote that some request byte reached the
+	// socket (so the backend may have received, and acted on, the request).
+	reused bool
+	wrote  bool
 
 	upload *upload // the request body stream, when streamed
 
@@ -159,6 +176,7 @@ func (a *attempt) reset(ps *poolState, b *upstream.Backend, req *fasthttp.Reques
 	a.hc = stateOf(b).hc
 	a.cc, a.conn, a.br = nil, nil, nil
 	a.err, a.class, a.ttfb = nil, errNone, 0
+	a.reused, a.wrote = false, false
 	a.cancelled, a.hconn = false, nil
 	a.state.Store(stateRunning)
 }
@@ -252,7 +270,19 @@ func (a *attempt) roundTrip(hedged bool) bool {
 	}
 	lastUse := cc.LastUseTime()
 	reused := !lastUse.IsZero()
+	a.reused = reused
 	a.conn = conn
+	dc, _ := conn.(*deadlineConn)
+	if dc != nil {
+		dc.sent = 0
+		if reused && !idempotent(&a.req.Header) && dc.raw.peerGone() {
+			// The backend closed this idle connection: nothing was sent, so the request may
+			// go out on another one whatever its method. Checked only for requests that
+			// could not be replayed once written, since it costs a system call.
+			a.closeConn()
+			return a.fail(errStale, errPeerClosed)
+		}
+	}
 	if hedged {
 		a.mu.Lock()
 		a.hconn = conn
@@ -279,26 +309,46 @@ func (a *attempt) roundTrip(hedged bool) bool {
 		return a.fail(errClosed, err)
 	}
 	bw := a.hc.AcquireWriter(conn)
-	if dc, ok := conn.(*deadlineConn); ok && dc.raw.rc != nil && a.upload == nil && reused && a.start.Sub(lastUse) < quickReuse {
+	var sending chan error
+	switch {
+	case a.upload != nil:
+		// A streamed body goes out from its own goroutine while this one waits for the
+		// response, so a backend that answers before it has read the whole body (413, 401, a
+		// redirect) is heard at once rather than as a failed write.
+		sending = a.upload.send(a.req, bw)
+	case dc != nil && dc.raw.rc != nil && reused && a.start.Sub(lastUse) < quickReuse:
 		err = dc.writeAndWait(a.req, bw)
-	} else {
+	default:
 		err = a.req.Write(bw)
 		if err == nil {
 			err = bw.Flush()
 		}
 	}
-	a.hc.ReleaseWriter(bw)
-	if err == nil && a.upload != nil {
-		err = conn.SetWriteDeadline(time.Time{})
-	}
-	if err != nil {
-		a.closeConn()
-		return a.classify(err, reused)
+	if sending == nil {
+		a.hc.ReleaseWriter(bw)
+		a.wrote = dc == nil || dc.sent > 0 // without the count, assume the worst
+		if err != nil {
+			a.closeConn()
+			return a.classify(err, reused)
+		}
 	}
 	br := a.hc.AcquireReader(conn)
 	out := a.out
 	out.Header.SetNoDefaultContentType(true)
 	err = readResponseHeader(&out.Header, br)
+	if sending != nil {
+		werr, cut := a.upload.join(sending)
+		a.hc.ReleaseWriter(bw)
+		a.wrote = dc == nil || dc.sent > 0
+		if err == nil && (cut || werr != nil) {
+			// An early answer: the request was not sent whole, so the connection cannot
+			// carry another one. (Connection is hop-by-hop: the client never sees this.)
+			out.Header.SetConnectionClose()
+		}
+		if err == nil && !cut && werr == nil {
+			err = conn.SetWriteDeadline(time.Time{})
+		}
+	}
 	if err != nil {
 		a.hc.ReleaseReader(br)
 		a.closeConn()
@@ -310,8 +360,11 @@ func (a *attempt) roundTrip(hedged bool) bool {
 	switch {
 	case a.req.Header.IsHead() || code < 200 || code == fasthttp.StatusNoContent || code == fasthttp.StatusNotModified:
 		// No body (RFC 9112 §6.3).
-	case cl >= 0 && cl <= maxBufferedResponse:
-		// A small body is read at once: no stream to set up, the connection goes back now.
+	case cl >= 0 && cl <= maxBufferedResponse && br.Buffered() >= cl:
+		// A small body that has arrived whole is taken at once: no stream to set up, no
+		// further read, the connection goes back now. One still on its way streams, so its
+		// first bytes reach the client without waiting for the last (server-sent events,
+		// long polling).
 		out.StreamBody = false
 		if err = out.ReadBody(br, 0); err != nil {
 			a.hc.ReleaseReader(br)
@@ -350,7 +403,8 @@ func (a *attempt) roundTrip(hedged bool) bool {
 // the plain path, whose read sees the end of stream at once (errStale, retried).
 const quickReuse = 100 * time.Millisecond
 
-// maxBufferedResponse is the largest response body read into memory instead of streamed.
+// maxBufferedResponse is the largest response body taken into memory instead of streamed,
+// when it has already arrived with the headers.
 const maxBufferedResponse = 16 << 10
 
 // maxInterim bounds the 1xx responses skipped before the final one.
@@ -370,27 +424,40 @@ func readResponseHeader(h *fasthttp.ResponseHeader, br *bufio.Reader) error {
 	return errors.New("too many interim responses")
 }
 
+// errPeerClosed is the error of a pooled connection found closed before the request was sent.
+var errPeerClosed = errors.New("pooled backend connection closed by the backend")
+
 // classify maps an error of writing the request or reading the response headers to a class.
+// errStale is reserved for a connection that failed before any byte of the request was sent:
+// only then is the request known not to have reached the backend.
 func (a *attempt) classify(err error, reused bool) bool {
 	if a.upload != nil && a.upload.err != nil {
+		if isTimeout(a.upload.err) {
+			return a.fail(errClientTimeout, a.upload.err)
+		}
 		return a.fail(errClient, a.upload.err)
 	}
 	if a.isCancelled() {
 		return a.fail(errCancelled, err)
 	}
-	var ne net.Error
 	switch {
-	case errors.Is(err, fasthttp.ErrTimeout), errors.Is(err, os.ErrDeadlineExceeded),
-		errors.As(err, &ne) && ne.Timeout():
+	case isTimeout(err):
 		return a.fail(errTimeout, err)
 	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, syscall.ECONNRESET),
 		errors.Is(err, syscall.EPIPE), errors.Is(err, net.ErrClosed), errors.Is(err, fasthttp.ErrConnectionClosed):
-		if reused && errors.Is(err, io.EOF) {
+		if reused && !a.wrote {
 			return a.fail(errStale, err)
 		}
 		return a.fail(errClosed, err)
 	}
 	return a.fail(errBadGateway, err)
+}
+
+// isTimeout reports whether err is a deadline that passed.
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.Is(err, fasthttp.ErrTimeout) || errors.Is(err, os.ErrDeadlineExceeded) ||
+		errors.As(err, &ne) && ne.Timeout()
 }
 
 // finishBody ends a streamed response body: the connection goes back to the pool when the
@@ -426,7 +493,8 @@ type deadlineConn struct {
 	wrote bool
 	werr  error
 
-	served int // requests sent on this connection, for keepalive.max_requests
+	served int   // requests sent on this connection, for keepalive.max_requests
+	sent   int64 // bytes written since roundTrip last reset it: was anything of the request sent?
 }
 
 func newDeadlineConn(c net.Conn) *deadlineConn {
@@ -439,8 +507,12 @@ func newDeadlineConn(c net.Conn) *deadlineConn {
 // Read reads through rawIO (see there).
 func (dc *deadlineConn) Read(p []byte) (int, error) { return dc.raw.read(dc.Conn, p) }
 
-// Write writes through rawIO (see there).
-func (dc *deadlineConn) Write(p []byte) (int, error) { return dc.raw.write(dc.Conn, p) }
+// Write writes through rawIO (see there) and counts what the socket accepted.
+func (dc *deadlineConn) Write(p []byte) (int, error) {
+	n, err := dc.raw.write(dc.Conn, p)
+	dc.sent += int64(n)
+	return n, err
+}
 
 // writeAndWait writes req through bw and returns once the connection is readable (or the
 // read deadline passed, or the connection was closed). A plain Write then Read would first
@@ -501,33 +573,147 @@ func (dc *deadlineConn) SetDeadline(t time.Time) error {
 	return dc.Conn.SetDeadline(t)
 }
 
-// upload relays a streamed request body from the client to the backend. It keeps both sides'
-// deadlines moving while data flows, so the timeouts bound inactivity, not the transfer.
+// bodyProgress is the part of a request body that must arrive within the body timeout
+// (listener.idle_timeout): the timeout restarts only after this much more has arrived. It
+// equals maxBufferedBody, so a body read whole before forwarding (at most that size) and a
+// streamed one, chunked or not, obey the same rule; a body trickling in below bodyProgress
+// per timeout cannot hold a backend slot for longer than the timeout.
+const bodyProgress = maxBufferedBody
+
+// upload relays a streamed request body from the client to the backend. The client side's
+// read deadline, armed for the body timeout when the headers arrived (headerReceived), moves
+// on only after each bodyProgress bytes, so the timeout bounds a trickle and not just
+// silence; the backend side's write deadline moves on while data flows, so it bounds
+// inactivity, not the transfer.
+//
+// The body is sent by its own goroutine (send) while the attempt waits for the response; join
+// ends it. Fields other than stopped belong to that goroutine until join returns.
 type upload struct {
-	r     io.Reader
-	ctx   *fasthttp.RequestCtx
-	conn  net.Conn // the backend connection being written
-	n     int64
-	err   error
-	armed time.Time
-	idle  time.Duration // client inactivity limit
-	rt    time.Duration // backend inactivity limit
+	r        io.Reader
+	ctx      *fasthttp.RequestCtx
+	conn     net.Conn      // the backend connection being written
+	bw       *bufio.Writer // its writer, flushed after every piece of body (see WriteTo)
+	n        int64
+	err      error // the client side failed (not set once stopped)
+	armed    time.Time
+	progress int64         // bytes since the client deadline was last moved on
+	deadline time.Time     // the client read deadline the body timeout set last
+	idle     time.Duration // the body timeout (listener.idle_timeout)
+	rt       time.Duration // backend inactivity limit
+
+	stopped     atomic.Bool // the response came first: read no more of the body
+	interrupted bool        // stopping cut a client read short: the body cannot be drained
 }
 
+// errUploadStopped ends the body of a request the backend answered before reading it all.
+var errUploadStopped = errors.New("backend answered before the request body was sent")
+
 func (u *upload) Read(p []byte) (int, error) {
+	if u.stopped.Load() {
+		return 0, errUploadStopped
+	}
 	n, err := u.r.Read(p)
 	u.n += int64(n)
+	u.progress += int64(n)
 	if err != nil && err != io.EOF {
-		u.err = err
+		if u.stopped.Load() {
+			u.interrupted = true // join's deadline woke this read
+		} else {
+			u.err = err
+		}
 	}
-	if now := time.Now(); now.Sub(u.armed) >= deadlineRefresh {
+	now := time.Now()
+	if u.progress >= bodyProgress && u.idle > 0 {
+		u.progress = 0
+		u.deadline = now.Add(u.idle)
+		_ = u.ctx.SetReadDeadline(u.deadline)
+	}
+	if u.conn != nil && now.Sub(u.armed) >= deadlineRefresh {
+		// Both ways: the wait for response headers, too, counts from the last body byte.
 		u.armed = now
-		if u.idle > 0 {
-			_ = u.ctx.SetReadDeadline(now.Add(u.idle))
-		}
-		if u.conn != nil {
-			_ = u.conn.SetWriteDeadline(now.Add(u.rt))
-		}
+		_ = u.conn.SetDeadline(now.Add(u.rt))
 	}
 	return n, err
+}
+
+// send writes req, whose body is u, through bw from a new goroutine and reports the result
+// on the returned channel. A client that fails or stalls past the body timeout also ends the
+// attempt's wait for response headers, which the backend will not send for half a body.
+func (u *upload) send(req *fasthttp.Request, bw *bufio.Writer) chan error {
+	u.bw = bw
+	u.stopped.Store(false) // a retry sends the untouched body again
+	done := make(chan error, 1)
+	go func() {
+		err := req.Write(bw)
+		if err == nil {
+			err = bw.Flush()
+		}
+		if err != nil && u.err != nil {
+			_ = u.conn.SetReadDeadline(time.Now())
+		}
+		done <- err
+	}()
+	return done
+}
+
+// join waits for send's goroutine and returns its error. When the goroutine is still
+// sending (the response headers came first, or waiting for them failed) it is stopped: its
+// backend write and its client read are woken by deadlines in the past. cut reports that
+// case. If a client read was cut short, the rest of the body cannot be drained: the read
+// failed the server's request stream, so fasthttp closes the client connection after the
+// response. Otherwise the client deadline is put back and the server drains the rest of the
+// body before the next request (or closes the connection if too much is left).
+func (u *upload) join(sending chan error) (err error, cut bool) {
+	select {
+	case err = <-sending:
+		return err, false
+	default:
+	}
+	u.stopped.Store(true)
+	now := time.Now()
+	_ = u.conn.SetWriteDeadline(now)
+	if rc, ok := u.ctx.Conn().(*rawConn); !ok || !rc.raw.pending() {
+		// The goroutine may be waiting for body bytes the client is not sending. (With
+		// bytes waiting, its read returns and its next write to the backend fails.)
+		_ = u.ctx.SetReadDeadline(now)
+	}
+	err = <-sending
+	if !u.interrupted {
+		_ = u.ctx.SetReadDeadline(u.deadline)
+	}
+	return err, true
+}
+
+// SupportsBodyWriteTo tells fasthttp that WriteTo may stand in for Read (it reads through it).
+func (u *upload) SupportsBodyWriteTo() bool { return true }
+
+// WriteTo sends the body as it comes from the client. fasthttp would gather it in the
+// connection's writer until that is full, so the request headers and the first bytes could
+// wait there for more body indefinitely while the backend, which might refuse the request at
+// once, never sees them. WriteTo flushes the headers first and then every piece it relays.
+func (u *upload) WriteTo(w io.Writer) (int64, error) {
+	if err := u.bw.Flush(); err != nil {
+		return 0, err
+	}
+	bp := relayBufPool.Get().(*[]byte)
+	defer relayBufPool.Put(bp)
+	var total int64
+	for {
+		n, err := u.Read(*bp)
+		if n > 0 {
+			if _, werr := w.Write((*bp)[:n]); werr != nil {
+				return total, werr
+			}
+			total += int64(n)
+			if werr := u.bw.Flush(); werr != nil {
+				return total, werr
+			}
+		}
+		if err == io.EOF {
+			return total, nil
+		}
+		if err != nil {
+			return total, err
+		}
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"reflect"
 	"sync"
 
 	"ballast/config"
@@ -158,5 +159,6 @@ func fixedOptionsChanged(a, b config.Listener) bool {
 		return true
 	}
 	a.TLS, b.TLS = nil, nil
-	return a != b
+	a.ListenerPolicy, b.ListenerPolicy = config.ListenerPolicy{}, config.ListenerPolicy{} // applied by Swap
+	return !reflect.DeepEqual(a, b)
 }

@@ -143,6 +143,14 @@ func (p *httpPlane) ListenerStats() []admin.ListenerStats {
 	return out
 }
 
+// ReopenLogs reopens the access log file (SIGUSR1).
+func (p *httpPlane) ReopenLogs() error {
+	if p.proxy == nil {
+		return nil
+	}
+	return p.proxy.ReopenAccessLog()
+}
+
 func (p *httpPlane) Shutdown(ctx context.Context) error {
 	if p.proxy == nil {
 		return nil

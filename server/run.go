@@ -17,7 +17,7 @@ import (
 // (which would kill the process without draining).
 func NotifySignals() chan os.Signal {
 	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, syscall.SIGHUP, syscall.SIGTERM, syscall.SIGINT)
+	signal.Notify(sigs, syscall.SIGHUP, syscall.SIGTERM, syscall.SIGINT, syscall.SIGUSR1)
 	return sigs
 }
 
@@ -46,14 +46,19 @@ func SlogLevel(s string) slog.Level {
 }
 
 // Run handles signals (from NotifySignals) until a shutdown and returns the exit code:
-// SIGHUP reloads, SIGTERM or SIGINT shuts down with grace for in-flight work (a second one
-// stops waiting), and a failing listener shuts down with exit code 1.
+// SIGHUP reloads, SIGUSR1 reopens the log files (rotation, as nginx does), SIGTERM or SIGINT
+// shuts down with grace for in-flight work (a second one stops waiting), and a failing
+// listener shuts down with exit code 1.
 func (s *Server) Run(sigs <-chan os.Signal, grace time.Duration) int {
 	for {
 		select {
 		case sig := <-sigs:
 			if sig == syscall.SIGHUP {
 				_ = s.Reload()
+				continue
+			}
+			if sig == syscall.SIGUSR1 {
+				s.reopenLogs()
 				continue
 			}
 			return s.shutdownOn(sig, grace, sigs)
@@ -75,7 +80,7 @@ func (s *Server) shutdownOn(sig os.Signal, grace time.Duration, sigs <-chan os.S
 	go func() {
 		select {
 		case sig := <-sigs:
-			if sig != syscall.SIGHUP {
+			if sig != syscall.SIGHUP && sig != syscall.SIGUSR1 {
 				s.logger.Warn("second signal: not waiting any longer", "signal", sig.String())
 				cancel()
 			}
@@ -88,4 +93,18 @@ func (s *Server) shutdownOn(sig os.Signal, grace time.Duration, sigs <-chan os.S
 	}
 	s.logger.Info("stopped")
 	return 0
+}
+
+// logReopener is a plane that writes log files of its own (the HTTP plane's access log).
+type logReopener interface{ ReopenLogs() error }
+
+// reopenLogs reopens every plane's log files, so that a rotated file is let go.
+func (s *Server) reopenLogs() {
+	for _, p := range s.planes {
+		if r, ok := p.(logReopener); ok {
+			if err := r.ReopenLogs(); err != nil {
+				s.logger.Error("log file not reopened", "plane", p.Name(), "error", err)
+			}
+		}
+	}
 }

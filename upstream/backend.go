@@ -103,9 +103,9 @@ type Backend struct {
 	// streak counts the failures since the last success, response by response, and peak the
 	// longest streak since outlier detection last took it, so that a streak reached between
 	// two of its samples is not lost to the success that ended it.
-	streak   atomic.Uint64
-	peak     atomic.Uint64
-	latency  balance.PeakEWMA
+	streak  atomic.Uint64
+	peak    atomic.Uint64
+	latency balance.PeakEWMA
 
 	// owner is the pool whose snapshot lists this backend at index; Release routes Tracker
 	// updates there even when the request was acquired from a pool replaced by a reload.

@@ -23,6 +23,9 @@
 // under the queue's mutex and hands each the slot it reserved; a waiter whose timer fires as a
 // slot is handed over keeps the slot. Release also feeds the latency peak-EWMA and the counters.
 //
+// AcquireBackend reserves a slot on one named backend if it can take the request now (sticky
+// sessions); it never queues, and on nil the caller balances as usual.
+//
 // # Identity and reloads
 //
 // A Backend keeps its identity (BackendSpec.ID) and with it its counters, its attachments
