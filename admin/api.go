@@ -23,7 +23,10 @@ var indexTmpl = template.Must(template.ParseFS(uiFS, "ui/index.html"))
 
 // PoolView is one pool as GET /api/pools shows it.
 type PoolView struct {
-	Name       string    `json:"name"`
+	Name string `json:"name"`
+	// Protocol is what the pool balances: http requests, or l4 connections and flows (its
+	// backends' in_flight are then open connections or live flows).
+	Protocol   string    `json:"protocol"`
 	Balancer   string    `json:"balancer"`
 	Queue      int       `json:"queue"`
 	MaxQueue   int       `json:"max_queue"`
@@ -74,6 +77,9 @@ type BackendView struct {
 	Health           *HealthView       `json:"health,omitempty"`
 	Ejections        uint64            `json:"ejections"`
 	EjectedUntil     *time.Time        `json:"ejected_until,omitempty"`
+	// Conns are the L4 planes' counters (pools behind tcp or udp listeners; udp flows count
+	// in in_flight and requests only).
+	Conns *ConnStats `json:"conns,omitempty"`
 }
 
 // HealthView is the last active check of a backend.
@@ -90,7 +96,11 @@ func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
 func (p *Plane) poolView(name string, pl *upstream.Pool, pc config.Pool) PoolView {
 	qs := pl.QueueStats()
-	v := PoolView{Name: name, Balancer: pl.Balancer(), Queue: pl.Queue(), MaxQueue: pl.MaxQueue(), Panic: pl.Panicking(), QueueStats: QueueView{
+	proto, l4 := config.ProtocolHTTP, p.cur.Load().l4Pool(name)
+	if l4 {
+		proto = "l4"
+	}
+	v := PoolView{Name: name, Protocol: proto, Balancer: pl.Balancer(), Queue: pl.Queue(), MaxQueue: pl.MaxQueue(), Panic: pl.Panicking(), QueueStats: QueueView{
 		Queued: qs.Queued, Dispatched: qs.Dispatched, TimedOut: qs.TimedOut, Rejected: qs.Rejected, WaitSeconds: qs.Wait.Seconds(),
 	}}
 	inConf := map[string]bool{}
@@ -103,7 +113,7 @@ func (p *Plane) poolView(name string, pl *upstream.Pool, pc config.Pool) PoolVie
 		if !inConf[b.ID] {
 			v.Overrides.Added = append(v.Overrides.Added, b.ID)
 		}
-		v.Backends = append(v.Backends, p.backendView(name, pl, b))
+		v.Backends = append(v.Backends, p.backendView(name, pl, b, l4))
 	}
 	for _, bc := range pc.Backends {
 		if id := bc.ID(); !present[id] {
@@ -114,7 +124,7 @@ func (p *Plane) poolView(name string, pl *upstream.Pool, pc config.Pool) PoolVie
 	return v
 }
 
-func (p *Plane) backendView(pool string, pl *upstream.Pool, b *upstream.Backend) BackendView {
+func (p *Plane) backendView(pool string, pl *upstream.Pool, b *upstream.Backend, l4 bool) BackendView {
 	v := BackendView{
 		ID: b.ID, Address: b.Address, State: b.State().String(),
 		Weight: b.Weight(), ConfigWeight: b.ConfigWeight(), WeightOverridden: b.WeightOverridden(),
@@ -140,6 +150,10 @@ func (p *Plane) backendView(pool string, pl *upstream.Pool, b *upstream.Backend)
 	}
 	if u := b.EjectedUntil(); !u.IsZero() && time.Now().Before(u) {
 		v.EjectedUntil = &u
+	}
+	if l4 {
+		c := p.connStats(b)
+		v.Conns = &c
 	}
 	return v
 }
@@ -182,11 +196,14 @@ type PoolsResponse struct {
 	Pools []PoolView `json:"pools"`
 	// Directors are the XDP directors (admin/director.go), when any listener has forwarding.
 	Directors []DirectorView `json:"directors,omitempty"`
+	// Listeners are the counters the data planes keep per listener (tcp and udp listeners,
+	// and http ones with accept_proxy).
+	Listeners []ListenerStats `json:"listeners"`
 }
 
 func (p *Plane) listPools(w http.ResponseWriter, _ *http.Request) {
 	st := p.cur.Load()
-	out := PoolsResponse{Time: time.Now(), Pools: []PoolView{}}
+	out := PoolsResponse{Time: time.Now(), Pools: []PoolView{}, Listeners: p.listenerStats()}
 	if st != nil {
 		for _, name := range st.order {
 			if pl := st.pools[name]; pl != nil {

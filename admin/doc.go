@@ -3,7 +3,8 @@
 //
 // A Plane is created once per server (package server), which owns the health monitor the
 // plane reads (Watch; HealthOptions feed the metrics), gives it the data planes' own counters
-// (Count) and makes it each pool's release observer (ObserveRelease). Install gives it the
+// (Count for responses, retries and hedges; CountListeners for per-listener counters;
+// CountConns for the L4 planes' per-backend connections and bytes) and makes it each pool's release observer (ObserveRelease). Install gives it the
 // running configuration and pools (again after every reload; pools are looked up by name on
 // every request, so the API always acts on the pools in force). When admin.address is set, the
 // first Install binds the admin listener (net/http); a reload cannot move it, and Check (which
@@ -11,7 +12,8 @@
 // that would leave a listener other hosts can reach without a token. An added backend passes
 // the configuration file's own rules (config.CheckBackend).
 //
-// API (JSON): GET /api/pools lists every pool and backend with live state; POST
+// API (JSON): GET /api/pools lists every pool and backend with live state (pools behind tcp or
+// udp listeners say protocol "l4" and carry conns per backend) and every listener's counters; POST
 // /api/pools/{pool}/backends/{id}/{weight|drain|disable|enable|remove}, POST
 // /api/pools/{pool}/backends (add) and DELETE /api/pools/{pool}/backends/{id} change them at
 // once, without a reload. Those changes are runtime overrides: GET reports them, and a reload

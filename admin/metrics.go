@@ -144,13 +144,30 @@ var (
 	dHedges    = prometheus.NewDesc("ballast_pool_hedges_total", "Hedged copies sent for slow requests.", labelsP, nil)
 	dQWait     = prometheus.NewDesc("ballast_pool_queue_wait_seconds", "Time spent in the backlog by requests that left it (dispatched or timed out).", labelsP, nil)
 	dBackends  = prometheus.NewDesc("ballast_pool_backends", "Backends in the pool by state.", append(labelsP, "state"), nil)
+
+	labelsL     = []string{"listener", "protocol"}
+	dConns      = prometheus.NewDesc("ballast_backend_connections_total", "TCP connections established to the backend (tcp pools).", labelsB, nil)
+	dConnBytes  = prometheus.NewDesc("ballast_backend_bytes_total", "Bytes moved through the backend's TCP connections: in = client to backend, out = backend to client.", append(labelsB, "direction"), nil)
+	dConnFail   = prometheus.NewDesc("ballast_backend_connect_failures_total", "Connects to the backend that failed or timed out (tcp pools).", labelsB, nil)
+	dLAccepted  = prometheus.NewDesc("ballast_listener_accepted_total", "TCP connections accepted on the listener.", labelsL, nil)
+	dLActive    = prometheus.NewDesc("ballast_listener_active", "Open connections (tcp) or live flows (udp) of the listener.", labelsL, nil)
+	dLRefused   = prometheus.NewDesc("ballast_listener_proxy_refused_total", "Connections closed for a missing or malformed PROXY protocol header (accept_proxy).", labelsL, nil)
+	dLNoRoute   = prometheus.NewDesc("ballast_listener_no_route_total", "TCP connections no route took (no SNI match).", labelsL, nil)
+	dLNoBackend = prometheus.NewDesc("ballast_listener_no_backend_total", "TCP connections closed because no backend could be had.", labelsL, nil)
+	dLIdle      = prometheus.NewDesc("ballast_listener_idle_closed_total", "TCP connections closed by idle_timeout.", labelsL, nil)
+	dLRetries   = prometheus.NewDesc("ballast_listener_retries_total", "TCP connects after the first, UDP flows moved after a refusal.", labelsL, nil)
+	dLFlows     = prometheus.NewDesc("ballast_listener_flows_total", "UDP flows started.", labelsL, nil)
+	dLExpired   = prometheus.NewDesc("ballast_listener_flows_expired_total", "UDP flows ended by idle_timeout.", labelsL, nil)
+	dLDropped   = prometheus.NewDesc("ballast_listener_dropped_total", "UDP datagrams dropped: max_flows (a new flow would exceed it), no_backend (no backend had a free slot).", append(labelsL, "reason"), nil)
+	dLBytes     = prometheus.NewDesc("ballast_listener_bytes_total", "Datagram payload bytes moved through a udp listener: in = from clients, out = to clients (tcp bytes are counted per backend).", append(labelsL, "direction"), nil)
 )
 
 var allStates = []upstream.State{upstream.StateUp, upstream.StateSlowStart, upstream.StateDraining, upstream.StateDisabled, upstream.StateDown, upstream.StateEjected}
 
 func (c *liveCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{dInFlight, dRequests, dResponses, dErrors, dWeight, dEffWeight, dState, dHealthy,
-		dEjections, dEWMA, dLBStatus, dQueueLen, dQueueMax, dQueued, dQTimeout, dQRejected, dNoBackend, dRetries, dHedges, dQWait, dBackends} {
+		dEjections, dEWMA, dLBStatus, dQueueLen, dQueueMax, dQueued, dQTimeout, dQRejected, dNoBackend, dRetries, dHedges, dQWait, dBackends,
+		dConns, dConnBytes, dConnFail, dLAccepted, dLActive, dLRefused, dLNoRoute, dLNoBackend, dLIdle, dLRetries, dLFlows, dLExpired, dLDropped, dLBytes} {
 		ch <- d
 	}
 	for _, d := range directorDescs {
@@ -175,6 +192,7 @@ func (c *liveCollector) Collect(ch chan<- prometheus.Metric) {
 		if pl == nil {
 			continue
 		}
+		l4 := st.l4Pool(name)
 		counts := map[upstream.State]int{}
 		for _, b := range pl.Backends() {
 			id := b.ID
@@ -206,6 +224,13 @@ func (c *liveCollector) Collect(ch chan<- prometheus.Metric) {
 			if v, ok := pl.LBStatus(b); ok {
 				gauge(dLBStatus, float64(v), name, id)
 			}
+			if l4 {
+				cs := c.p.connStats(b)
+				counter(dConns, float64(cs.Conns), name, id)
+				counter(dConnBytes, float64(cs.BytesIn), name, id, "in")
+				counter(dConnBytes, float64(cs.BytesOut), name, id, "out")
+				counter(dConnFail, float64(cs.ConnectFailures), name, id)
+			}
 		}
 		for _, x := range allStates {
 			gauge(dBackends, float64(counts[x]), name, x.String())
@@ -227,5 +252,27 @@ func (c *liveCollector) Collect(ch chan<- prometheus.Metric) {
 			buckets[bound.Seconds()] = cum
 		}
 		ch <- prometheus.MustNewConstHistogram(dQWait, qs.Dispatched+qs.TimedOut, qs.Wait.Seconds(), buckets, name)
+	}
+	for _, l := range c.p.listenerStats() {
+		ln, pr := l.Listener, l.Protocol
+		counter(dLRefused, float64(l.ProxyRefused), ln, pr)
+		switch pr {
+		case "tcp":
+			counter(dLAccepted, float64(l.Accepted), ln, pr)
+			gauge(dLActive, float64(l.Active), ln, pr)
+			counter(dLNoRoute, float64(l.NoRoute), ln, pr)
+			counter(dLNoBackend, float64(l.NoBackend), ln, pr)
+			counter(dLIdle, float64(l.IdleClosed), ln, pr)
+			counter(dLRetries, float64(l.Retries), ln, pr)
+		case "udp":
+			gauge(dLActive, float64(l.Active), ln, pr)
+			counter(dLRetries, float64(l.Retries), ln, pr)
+			counter(dLFlows, float64(l.Flows), ln, pr)
+			counter(dLExpired, float64(l.FlowsExpired), ln, pr)
+			counter(dLDropped, float64(l.DroppedMaxFlows), ln, pr, "max_flows")
+			counter(dLDropped, float64(l.DroppedNoBackend), ln, pr, "no_backend")
+			counter(dLBytes, float64(l.BytesIn), ln, pr, "in")
+			counter(dLBytes, float64(l.BytesOut), ln, pr, "out")
+		}
 	}
 }

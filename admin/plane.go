@@ -45,7 +45,9 @@ type Plane struct {
 	metrics   *metrics
 	counters  atomic.Pointer[[]Counters]
 	directors atomic.Pointer[Directors] // ShowDirectors; nil without a director plane
-	key       [32]byte                  // HMAC key of the page nonces; random per process
+	listeners atomic.Pointer[[]ListenerCounters]
+	conns     atomic.Pointer[[]ConnCounters]
+	key       [32]byte // HMAC key of the page nonces; random per process
 
 	cur atomic.Pointer[state]
 

@@ -13,8 +13,10 @@
 // hash as key, which may wait in the backlog), the connect within ConnectTimeout, and on a
 // failed connect a Release as failure and another pick that excludes the backends tried (safe:
 // nothing has reached a backend yet). Then the optional PROXY header to the backend, the bytes
-// already read from the client, and a copy in both directions with io.Copy-style ReadFrom
-// between the two *net.TCPConn, which the kernel runs as splice(2). A FIN in one direction is
+// already read from the client, and a copy in both directions: each direction waits for
+// readability holding no buffer or pipe, moves a short burst through a pooled 16 KiB buffer and
+// a bulk transfer with splice(2) of exactly the queued bytes, so an idle connection holds only
+// its two sockets. A FIN in one direction is
 // passed on with CloseWrite and the other direction keeps flowing; the connection ends when
 // both directions have ended, on an error in either, or after IdleTimeout without a byte either
 // way. The backend's slot is released when the connection ends, with the connect time as the

@@ -1,6 +1,7 @@
 package l4
 
 import (
+	"net"
 	"time"
 
 	"ballast/proxyproto"
@@ -46,6 +47,12 @@ type Route struct {
 	// after its last connection started (LVS -p), while that backend is usable.
 	Persistence time.Duration
 	Key         Key
+	// ConnectTimeout and ConnectAttempts, when > 0, replace the listener's (TCPOptions) for
+	// this route's pool.
+	ConnectTimeout  time.Duration
+	ConnectAttempts int
+
+	dialer *net.Dialer // with ConnectTimeout; nil = the proxy's
 }
 
 // TCPOptions are one TCP listener's settings.

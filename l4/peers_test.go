@@ -11,87 +11,14 @@ import (
 	"testing"
 	"time"
 
+	"ballast/internal/peertest"
 	"ballast/proxyproto"
 )
 
-// freePort returns a loopback port that was free a moment ago, for a peer that binds itself.
-func freePort(t testing.TB, network string) int {
-	t.Helper()
-	if network == "udp" {
-		c, err := net.ListenPacket("udp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
-		return c.LocalAddr().(*net.UDPAddr).Port
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
-}
-
-// peerDir is a temporary directory a peer running as another user can read.
-func peerDir(t testing.TB) string {
-	d := t.TempDir()
-	if err := os.Chmod(d, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	return d
-}
-
-// startPeer runs a peer process on a free loopback port and returns the port once ready says
-// it serves. A port is only known free until the peer binds it, and other processes on the
-// machine take ports too, so a peer that exits (e.g. "address already in use") is started
-// again on another port, a few times. The process is killed when the test ends.
-func startPeer(t testing.TB, network, name string, args func(port int) []string, ready func(port int) bool) int {
-	t.Helper()
-	for try := 0; try < 5; try++ {
-		port := freePort(t, network)
-		cmd := exec.Command(name, args(port)...)
-		out, err := os.Create(filepath.Join(t.TempDir(), "out"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		cmd.Stdout, cmd.Stderr = out, out
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		exited := make(chan struct{})
-		go func() {
-			cmd.Wait()
-			close(exited)
-		}()
-		t.Cleanup(func() {
-			cmd.Process.Kill()
-			<-exited
-			if t.Failed() {
-				b, _ := os.ReadFile(out.Name())
-				t.Logf("%s (port %d) output:\n%s", name, port, b)
-			}
-			out.Close()
-		})
-		end := time.Now().Add(15 * time.Second)
-		for !ready(port) {
-			select {
-			case <-exited:
-				t.Logf("%s exited on port %d; trying another port", name, port)
-				goto next
-			default:
-			}
-			if time.Now().After(end) {
-				t.Fatalf("%s on port %d not ready after 15s", name, port)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-		return port
-	next:
-	}
-	t.Fatalf("%s did not start in 5 tries", name)
-	return 0
-}
+var (
+	peerDir   = peertest.Dir
+	startPeer = peertest.Start
+)
 
 // TestNginxProxyProtocol: nginx with `listen ... proxy_protocol` behind the TCP proxy logs the
 // original client's address and port, for send_proxy v1 and v2.

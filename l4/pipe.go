@@ -5,8 +5,12 @@ import (
 	"io"
 	"net"
 	"os"
+	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // chunk is the most one ReadFrom moves before the copy loop records activity and renews the
@@ -68,14 +72,75 @@ func (s *pipeState) abort() {
 }
 
 // copy runs direction d to its end: nil after EOF (passed on as a FIN), an error otherwise.
+//
+// Between bursts a direction waits for its source to become readable holding neither a pipe
+// nor a buffer (syscall.RawConn.Read), so an idle connection costs two sockets and two parked
+// goroutines. A wake-up reads up to bufSize bytes into a pooled buffer and writes them on
+// (short exchanges: one read, one write); a read that fills the buffer means a bulk transfer,
+// and the next rounds splice(2) exactly the bytes the socket holds (FIONREAD, at most chunk),
+// so that a splice never waits for data with a pipe in hand.
 func (s *pipeState) copy(d int, bytes *atomic.Uint64) error {
 	src, dst, o := s.c[d], s.c[1-d], 1-d
+	rc, err := src.SyscallConn()
+	if err != nil {
+		return err
+	}
 	lr := io.LimitedReader{R: src}
 	defer s.quiet[d].Store(true)
+	var (
+		bulk  bool    // the last read filled the buffer: splice what is queued next
+		queue int     // bytes queued on the socket (bulk rounds)
+		bufp  *[]byte // the round's buffer (buffered rounds)
+		got   int
+		rerr  error
+	)
+	wake := func(fd uintptr) bool {
+		if bulk {
+			queue, rerr = unix.IoctlGetInt(int(fd), unix.SIOCINQ)
+			if rerr == nil && queue > 0 {
+				return true
+			}
+			bulk = false // nothing queued: read, which tells EOF from "wait"
+		}
+		bufp = bufPool.Get().(*[]byte)
+		for {
+			got, rerr = syscall.Read(int(fd), *bufp)
+			if rerr != syscall.EINTR {
+				break
+			}
+		}
+		if rerr == syscall.EAGAIN {
+			bufPool.Put(bufp)
+			bufp = nil
+			return false // wait for readability, within the read deadline
+		}
+		return true
+	}
 	for {
 		_ = src.SetReadDeadline(time.Now().Add(s.idle))
-		lr.N = chunk
-		n, err := dst.ReadFrom(&lr) // *net.TCPConn ← LimitedReader{*net.TCPConn}: splice(2)
+		bufp, got = nil, 0
+		err := rc.Read(wake)
+		var n int64
+		eof := false
+		switch {
+		case err != nil: // the deadline, or the connection closed
+		case rerr != nil:
+			err = rerr
+		case bufp != nil:
+			eof = got == 0
+			if got > 0 {
+				var w int
+				w, err = dst.Write((*bufp)[:got])
+				n = int64(w)
+				bulk = got == len(*bufp)
+			}
+		default:
+			lr.N = int64(min(queue, chunk))
+			n, err = dst.ReadFrom(&lr) // *net.TCPConn ← LimitedReader{*net.TCPConn}: splice(2)
+		}
+		if bufp != nil {
+			bufPool.Put(bufp)
+		}
 		s.rounds[d].Add(1)
 		now := time.Now().UnixNano()
 		if n > 0 {
@@ -84,7 +149,7 @@ func (s *pipeState) copy(d int, bytes *atomic.Uint64) error {
 			s.quiet[d].Store(false)
 		}
 		switch {
-		case err == nil && n < chunk: // end of stream: pass the FIN on
+		case eof: // end of stream: pass the FIN on
 			_ = dst.CloseWrite()
 			return nil
 		case err == nil:
@@ -109,3 +174,9 @@ func (s *pipeState) copy(d int, bytes *atomic.Uint64) error {
 		}
 	}
 }
+
+// bufSize is the buffer of a short exchange (HAProxy's default bufsize); a read that fills it
+// switches the direction to splice.
+const bufSize = 16 << 10
+
+var bufPool = sync.Pool{New: func() any { b := make([]byte, bufSize); return &b }}

@@ -40,6 +40,9 @@ func NewTable(routes []Route) (*Table, error) {
 			t.needSNI = true
 		}
 		t.routes[i].SNI = names
+		if r.ConnectTimeout > 0 {
+			t.routes[i].dialer = &net.Dialer{Timeout: r.ConnectTimeout, KeepAlive: -1}
+		}
 	}
 	return t, nil
 }
@@ -150,6 +153,9 @@ func NewTCP(opts TCPOptions, t *Table) *TCP {
 	}
 	p.persist = newPersistTable(p.opts.MaxPersist)
 	p.dialer.Timeout = p.opts.ConnectTimeout
+	// No TCP keep-alive probes on backend connections either (HAProxy's srvtcpka is off): the
+	// idle timeout ends dead connections, and the four setsockopt calls cost every connect.
+	p.dialer.KeepAlive = -1
 	p.table.Store(t)
 	return p
 }
@@ -386,8 +392,15 @@ func (p *TCP) connect(r *Route, src, dst netip.AddrPort) (*upstream.Backend, *ne
 	} else {
 		key = uint64(balance.SourceHash(src.Addr()))
 	}
+	dialer, attempts := &p.dialer, p.opts.ConnectAttempts
+	if r.dialer != nil {
+		dialer = r.dialer
+	}
+	if r.ConnectAttempts > 0 {
+		attempts = min(r.ConnectAttempts, 8) // balance.Tried holds 7 backends
+	}
 	var tried balance.Tried
-	for attempt := 0; attempt < p.opts.ConnectAttempts; attempt++ {
+	for attempt := 0; attempt < attempts; attempt++ {
 		if attempt > 0 {
 			p.retries.Add(1)
 		}
@@ -402,7 +415,7 @@ func (p *TCP) connect(r *Route, src, dst netip.AddrPort) (*upstream.Backend, *ne
 			return nil, nil, 0
 		}
 		start := time.Now()
-		nc, err := p.dialer.Dial("tcp", b.Address)
+		nc, err := dialer.Dial("tcp", b.Address)
 		d := time.Since(start)
 		if err == nil {
 			if r.Persistence > 0 {

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -436,5 +437,64 @@ func TestTCPFDsAfterManyConns(t *testing.T) {
 	})
 	if a := p.Stats().Accepted; a < total+1 {
 		t.Fatalf("accepted %d", a)
+	}
+}
+
+// TestTCPIdleHoldsNoPipe: connections that moved bytes and went idle hold no splice pipe, so
+// an idle connection costs its two sockets only (the pipes of a busy moment go back to Go's
+// pool and are not counted per connection), and a bulk transfer after the idle moment is
+// still delivered whole.
+func TestTCPIdleHoldsNoPipe(t *testing.T) {
+	// The backend echoes through a buffer: io.Copy between two sockets would splice, and its
+	// pipes would be counted here too.
+	be := tcpServer(t, func(c *net.TCPConn) {
+		buf := make([]byte, 32<<10)
+		for {
+			n, err := c.Read(buf)
+			if n > 0 {
+				if _, werr := c.Write(buf[:n]); werr != nil {
+					return
+				}
+			}
+			if err != nil {
+				_ = c.CloseWrite()
+				return
+			}
+		}
+	})
+	p, addr := startTCP(t, TCPOptions{}, Route{Pool: newPool(t, "p", "leastconn", 0, 0, be)})
+	pipes := func() int {
+		es, _ := os.ReadDir("/proc/self/fd")
+		n := 0
+		for _, e := range es {
+			if l, err := os.Readlink("/proc/self/fd/" + e.Name()); err == nil && strings.HasPrefix(l, "pipe:") {
+				n++
+			}
+		}
+		return n
+	}
+	before := pipes()
+	const n = 64
+	conns := make([]*net.TCPConn, n)
+	buf := make([]byte, 1)
+	for i := range conns {
+		conns[i] = dialTCP(t, addr)
+		conns[i].Write([]byte{'x'})
+		if _, err := io.ReadFull(conns[i], buf); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, 5*time.Second, "all connections open", func() bool { return p.Stats().Active == n })
+	if got := pipes() - before; got >= n {
+		t.Fatalf("%d idle connections hold %d more pipe descriptors", n, got)
+	}
+	// A bulk transfer on one of them afterwards: 4 MiB through, echoed back.
+	big := bytes.Repeat([]byte("0123456789abcdef"), 1<<18)
+	c := conns[0]
+	go func() { c.Write(big); c.CloseWrite() }()
+	c.SetReadDeadline(time.Now().Add(20 * time.Second))
+	back, err := io.ReadAll(c)
+	if err != nil || !bytes.Equal(back, big) {
+		t.Fatalf("bulk echo: %d of %d bytes, equal %v, %v", len(back), len(big), bytes.Equal(back, big), err)
 	}
 }

@@ -1,5 +1,5 @@
 #!/bin/bash
-# l4peers.sh BALLAST_BIN [REPS] [SECS] [N] [IDLE]: Ballast's TCP proxy (`serve --mode tcp`) vs
+# l4peers.sh BALLAST_BIN [REPS] [SECS] [N] [IDLE]: Ballast's TCP proxy (`serve -c` with tcp listeners) vs
 # HAProxy `mode tcp` (one thread) vs nginx `stream` (one worker), round robin, the three
 # interleaved, each figure the proxy's own CPU time or memory from /proc (its process tree):
 #   bulk   iperf3 -t SECS through each proxy to one iperf3 server: CPU-seconds per GB moved;
@@ -11,7 +11,9 @@
 set -u
 BIN=$(readlink -f "$1"); REPS=${2:-5}; SECS=${3:-4}; N=${4:-5000}; IDLE=${5:-5000}
 here=$(dirname "$(readlink -f "$0")")
-procstat=${PEERS_SHARED:-$here/../../shared/tools/peers}/procstat.py
+# shared/ sits next to the main checkout; a worktree finds that through git's common directory.
+main=$(dirname "$(git -C "$here" rev-parse --path-format=absolute --git-common-dir 2>/dev/null || echo "$here/../.git")")
+procstat=${PEERS_SHARED:-$main/../shared/tools/peers}/procstat.py
 for c in haproxy nginx iperf3 python3; do command -v $c >/dev/null || { echo "missing $c"; exit 2; }; done
 [ -f /usr/lib/nginx/modules/ngx_stream_module.so ] || { echo "missing nginx stream module (libnginx-mod-stream)"; exit 2; }
 [ -f "$procstat" ] || { echo "missing $procstat (set PEERS_SHARED to shared/tools/peers)"; exit 2; }
@@ -34,13 +36,13 @@ python3 "$here/l4load.py" echo 29003 & pids+=($!)
 cat >"$w/haproxy.cfg" <<CFG
 global
     nbthread 1
-    maxconn 20000
+    maxconn 9000
 defaults
     mode tcp
     timeout connect 5s
     timeout client 60s
     timeout server 60s
-    maxconn 20000
+    maxconn 9000
 listen bulk
     bind 127.0.0.1:29101
     server s1 127.0.0.1:29001
@@ -85,8 +87,19 @@ routes:
 CFG
 "$BIN" serve -c "$w/ballast.yaml" >"$w/ballast.log" 2>&1 & bp=$!; pids+=($bp)
 sleep 1
-for port in 29101 29102 29201 29202 29301 29302; do
+# HAProxy needs two descriptors per connection under its maxconn (9000 fits the usual hard
+# limit of 20000 and the IDLE connections); a proxy that did not start is reported, not measured.
+for x in "haproxy $hp" "nginx $np" "ballast $bp"; do
+  set -- $x
+  kill -0 $2 2>/dev/null || { echo "$1 did not start:"; cat "$w/$1.log"; exit 1; }
+done
+# Ready: the echo listeners answer a round trip; the bulk listeners accept (iperf3 behind them
+# does not echo, and a stray connection would only confuse it).
+for port in 29102 29202 29302; do
   for i in $(seq 1 100); do python3 "$here/l4load.py" rate $port 1 1 2>/dev/null | grep -q '^1 0' && break; sleep 0.1; done
+done
+for port in 29101 29201 29301; do
+  for i in $(seq 1 100); do (exec 3<>/dev/tcp/127.0.0.1/$port) 2>/dev/null && break; sleep 0.1; done
 done
 
 bulk() { # pid port -> CPU-seconds per GB

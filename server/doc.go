@@ -4,10 +4,14 @@
 //
 // # Data planes
 //
-// A Plane serves some of the configured listeners with the pools the server owns: the HTTP/1
-// proxy (httpproxy) is the first; L4 planes plug in the same way. The server gives each plane
-// every configuration (Swap, first before any Serve, then on each reload) and each of its
-// sockets by listener name (Serve); a plane never matches sockets to listeners by address.
+// A Plane serves some of the configured listeners with the pools the server owns: the HTTP
+// plane (httpproxy) the http listeners, the L4 plane (package l4: one TCP proxy per tcp
+// listener, one UDP proxy per udp listener) the others. The server binds each listener's socket
+// (a stream listener, or a *net.UDPConn for udp: Socket), gives each plane every configuration
+// (Swap, first before any Serve, then on each reload) and each of its sockets by listener name
+// (Serve); a plane never matches sockets to listeners by address. The HTTP plane reads the
+// PROXY header of accept_proxy listeners (proxyproto.Listener) before fasthttp sees a
+// connection, so the header's client is the peer address.
 // Planes keep their per-backend state in their own upstream attachment slot and count what
 // they count themselves (admin.Counters), so they never overwrite one another.
 //
@@ -28,7 +32,8 @@
 //
 // # Shutdown
 //
-// Shutdown stops accepting, waits for in-flight work up to the context's deadline, then
+// Shutdown stops accepting on every plane at once, waits for in-flight work (requests, open
+// tcp connections; udp flows end at once) up to the context's deadline, then
 // stops the admin listener and the health monitor (whose context the server owns) and closes
 // the pools.
 //

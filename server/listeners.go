@@ -10,11 +10,35 @@ import (
 	"ballast/config"
 )
 
-// socket is a bound listening socket, the configured listener it serves and its plane.
+// Socket is a listener's bound socket: Stream for http and tcp listeners, Packet for udp ones.
+// Exactly one is set.
+type Socket struct {
+	Stream net.Listener
+	Packet *net.UDPConn
+}
+
+// Addr is the socket's bound address.
+func (s Socket) Addr() net.Addr {
+	if s.Packet != nil {
+		return s.Packet.LocalAddr()
+	}
+	return s.Stream.Addr()
+}
+
+// Close closes the socket; closing it again reports no error for a stream (see
+// onceCloseListener) and net.ErrClosed for a packet socket, which callers ignore.
+func (s Socket) Close() error {
+	if s.Packet != nil {
+		return s.Packet.Close()
+	}
+	return s.Stream.Close()
+}
+
+// socket is a bound socket, the configured listener it serves and its plane.
 type socket struct {
 	conf    config.Listener // as configured (the address may have port 0)
 	plane   Plane
-	ln      net.Listener
+	sock    Socket
 	removed bool // closed by a reload or shutdown: its Serve ending is expected
 }
 
@@ -36,7 +60,7 @@ func listenerKey(l config.Listener) string { return l.Name + "\x00" + l.Address 
 
 func closeSockets(ss []*socket) {
 	for _, so := range ss {
-		_ = so.ln.Close()
+		_ = so.sock.Close()
 	}
 }
 
@@ -49,10 +73,7 @@ func (s *Server) openListeners(cfg *config.Config) ([]*socket, error) {
 			if _, ok := s.listeners[listenerKey(l)]; ok {
 				continue
 			}
-			// No TCP keep-alive probes on client connections (HAProxy's default, option tcpka
-			// off): idle_timeout closes idle clients, and the probes' setsockopt calls cost
-			// every accept.
-			ln, err := (&net.ListenConfig{KeepAlive: -1}).Listen(context.Background(), "tcp", l.Address)
+			sock, err := listen(l)
 			if err != nil {
 				closeSockets(opened)
 				for _, so := range s.listeners {
@@ -62,10 +83,29 @@ func (s *Server) openListeners(cfg *config.Config) ([]*socket, error) {
 				}
 				return nil, fmt.Errorf("listener %s: %w", l.Name, err)
 			}
-			opened = append(opened, &socket{conf: l, plane: pl, ln: &onceCloseListener{Listener: ln}})
+			opened = append(opened, &socket{conf: l, plane: pl, sock: sock})
 		}
 	}
 	return opened, nil
+}
+
+// listen binds one listener's socket: a datagram socket for udp, a stream listener otherwise.
+func listen(l config.Listener) (Socket, error) {
+	if l.Protocol == config.ProtocolUDP {
+		a, err := net.ResolveUDPAddr("udp", l.Address)
+		if err != nil {
+			return Socket{}, err
+		}
+		c, err := net.ListenUDP("udp", a)
+		return Socket{Packet: c}, err
+	}
+	// No TCP keep-alive probes on client connections (HAProxy's default, option tcpka off):
+	// idle_timeout closes idle clients, and the probes' setsockopt calls cost every accept.
+	ln, err := (&net.ListenConfig{KeepAlive: -1}).Listen(context.Background(), "tcp", l.Address)
+	if err != nil {
+		return Socket{}, err
+	}
+	return Socket{Stream: &onceCloseListener{Listener: ln}}, nil
 }
 
 // serve hands one socket to its plane, by listener name, in its own goroutine.
@@ -76,12 +116,12 @@ func (s *Server) serve(so *socket) {
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
-		err := so.plane.Serve(so.conf.Name, so.ln)
+		err := so.plane.Serve(so.conf.Name, so.sock)
 		s.mu.Lock()
 		expected := so.removed
 		s.mu.Unlock()
 		if err != nil && !expected {
-			s.serveErr <- fmt.Errorf("listener %s (%s): %w", so.conf.Name, so.ln.Addr(), err)
+			s.serveErr <- fmt.Errorf("listener %s (%s): %w", so.conf.Name, so.sock.Addr(), err)
 		}
 	}()
 }
@@ -101,13 +141,13 @@ func (s *Server) closeRemoved(cfg *config.Config) {
 		l, ok := keep[k]
 		if !ok {
 			so.removed = true
-			_ = so.ln.Close()
+			_ = so.sock.Close()
 			delete(s.listeners, k)
-			s.logger.Info("listener closed", "listener", so.conf.Name, "address", so.ln.Addr().String())
+			s.logger.Info("listener closed", "listener", so.conf.Name, "address", so.sock.Addr().String())
 			continue
 		}
 		if fixedOptionsChanged(so.conf, l) {
-			s.logger.Warn("listener timeouts, header limit and TLS apply to new sockets only; restart (or rename the listener) to change them", "listener", l.Name)
+			s.logger.Warn("listener timeouts, header limit, TLS, accept_proxy and max_flows apply to new sockets only; restart (or rename the listener) to change them", "listener", l.Name)
 		}
 	}
 }

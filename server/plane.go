@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"net"
+	"sync"
 
+	"ballast/admin"
 	"ballast/config"
 	"ballast/httpproxy"
+	"ballast/proxyproto"
 	"ballast/upstream"
 )
 
@@ -22,48 +24,123 @@ type Plane interface {
 	// Swap installs cfg with its pools; on error the plane keeps the previous ones.
 	Swap(cfg *config.Config, pools map[string]*upstream.Pool) error
 	// Serve serves the named listener's socket until Shutdown, then returns nil.
-	Serve(listener string, ln net.Listener) error
+	Serve(listener string, sock Socket) error
 	// Shutdown stops accepting and waits for in-flight work until ctx ends.
 	Shutdown(ctx context.Context) error
 }
 
 // httpPlane is the HTTP/1 reverse proxy as a Plane. It also gives the admin plane its
-// counters (admin.Counters).
+// counters (admin.Counters, and admin.ListenerCounters for the PROXY headers it refuses).
 type httpPlane struct {
 	logger *slog.Logger
 	proxy  *httpproxy.Proxy // nil until the first Swap
+
+	mu  sync.Mutex // guards cfg and pp against the admin plane's reads
+	cfg *config.Config
+	// pp holds the PROXY protocol readers of each accept_proxy listener's sockets, by name
+	// (a reload that moves a listener gives it a new socket), so that its count never goes back.
+	pp map[string][]*proxyproto.Listener
 }
 
 func (p *httpPlane) Name() string { return "http" }
 
-// Listeners: every configured listener but the director's (config.Listener.IsDirector).
+// Listeners are the http ones (a director listener is tcp or udp).
 func (p *httpPlane) Listeners(cfg *config.Config) []config.Listener {
 	var out []config.Listener
 	for _, l := range cfg.Listeners {
-		if !l.IsDirector() {
+		if !l.IsL4() {
 			out = append(out, l)
 		}
 	}
 	return out
 }
 
+// Swap gives the proxy the http part of cfg: its listeners, the routes that can reach them and
+// the pools that serve http.
 func (p *httpPlane) Swap(cfg *config.Config, pools map[string]*upstream.Pool) error {
+	hc := httpPart(cfg)
 	if p.proxy != nil {
-		return p.proxy.Swap(cfg, pools)
+		if err := p.proxy.Swap(hc, pools); err != nil {
+			return err
+		}
+	} else {
+		px, err := httpproxy.New(hc, pools, p.logger)
+		if err != nil {
+			return err
+		}
+		p.proxy = px
 	}
-	px, err := httpproxy.New(cfg, pools, p.logger)
-	if err != nil {
-		return err
-	}
-	p.proxy = px
+	p.mu.Lock()
+	p.cfg = hc
+	p.mu.Unlock()
 	return nil
 }
 
-func (p *httpPlane) Serve(listener string, ln net.Listener) error {
+// httpPart is cfg without its tcp and udp listeners, their routes and their pools.
+func httpPart(cfg *config.Config) *config.Config {
+	hc := *cfg
+	hc.Listeners, hc.Routes, hc.Pools = nil, nil, nil
+	for _, l := range cfg.Listeners {
+		if !l.IsL4() {
+			hc.Listeners = append(hc.Listeners, l)
+		}
+	}
+	for _, r := range cfg.Routes {
+		for _, l := range hc.Listeners {
+			if r.Listener == "" || r.Listener == l.Name {
+				hc.Routes = append(hc.Routes, r)
+				break
+			}
+		}
+	}
+	for _, pc := range cfg.Pools {
+		if !cfg.L4Pool(pc.Name) {
+			hc.Pools = append(hc.Pools, pc)
+		}
+	}
+	return &hc
+}
+
+// Serve serves an http listener; with accept_proxy its connections first give a PROXY header
+// (within read_header_timeout), whose client address fasthttp then sees as the peer's, so that
+// X-Forwarded-For, source-IP hashing and the access log name the original client.
+func (p *httpPlane) Serve(listener string, sock Socket) error {
 	if p.proxy == nil {
 		return errors.New("http plane: Serve before Swap")
 	}
+	ln := sock.Stream
+	p.mu.Lock()
+	for _, l := range p.cfg.Listeners {
+		if l.Name == listener && l.AcceptProxy {
+			if p.pp == nil {
+				p.pp = map[string][]*proxyproto.Listener{}
+			}
+			pl := proxyproto.NewListener(ln, l.ReadHeaderTimeout.Duration)
+			p.pp[listener], ln = append(p.pp[listener], pl), pl
+		}
+	}
+	p.mu.Unlock()
 	return p.proxy.Serve(listener, ln)
+}
+
+// ListenerStats reports the PROXY headers each accept_proxy listener refused.
+func (p *httpPlane) ListenerStats() []admin.ListenerStats {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []admin.ListenerStats
+	if p.cfg == nil {
+		return out
+	}
+	for _, l := range p.cfg.Listeners {
+		if pls := p.pp[l.Name]; len(pls) > 0 {
+			st := admin.ListenerStats{Listener: l.Name, Protocol: config.ProtocolHTTP}
+			for _, pl := range pls {
+				st.ProxyRefused += pl.Refused()
+			}
+			out = append(out, st)
+		}
+	}
+	return out
 }
 
 // ReopenLogs reopens the access log file (SIGUSR1).

@@ -60,12 +60,14 @@ func Start(cfg *config.Config, o Options) (*Server, error) {
 	s.ops = admin.New(o.Logger)
 	s.health = health.New(ctx, s.ops.HealthOptions())
 	s.ops.Watch(s.health)
-	http := &httpPlane{logger: o.Logger}
-	s.planes = []Plane{http}
+	http, l4 := &httpPlane{logger: o.Logger}, newL4Plane(o.Logger)
+	s.planes = []Plane{http, l4}
 	s.ops.Count(http)
 	xdp := newXDPPlane(o.Logger) // the XDP directors (server/xdpplane.go)
 	s.planes = append(s.planes, xdp)
 	s.ops.ShowDirectors(xdp)
+	s.ops.CountListeners(http, l4)
+	s.ops.CountConns(l4)
 
 	pools, err := s.buildPools(cfg, nil)
 	if err != nil {
@@ -154,7 +156,7 @@ func (s *Server) Addr(listener string) net.Addr {
 	defer s.mu.Unlock()
 	for _, so := range s.listeners {
 		if so.conf.Name == listener {
-			return so.ln.Addr()
+			return so.sock.Addr()
 		}
 	}
 	return nil
@@ -164,7 +166,7 @@ func (s *Server) Addr(listener string) net.Addr {
 func (s *Server) AdminAddr() string { return s.ops.Addr() }
 
 // Describe says where the server listens and what it balances, for the start-up line: each
-// listener as a URL (https for a TLS listener), then each pool.
+// listener as a URL (http, https for a TLS listener, tcp or udp), then each pool.
 func (s *Server) Describe() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -172,10 +174,13 @@ func (s *Server) Describe() string {
 	for _, l := range s.cfg.Listeners {
 		if so := s.listeners[listenerKey(l)]; so != nil {
 			scheme := "http://"
-			if l.TLS != nil {
+			switch {
+			case l.IsL4():
+				scheme = l.Protocol + "://"
+			case l.TLS != nil:
 				scheme = "https://"
 			}
-			parts = append(parts, scheme+so.ln.Addr().String())
+			parts = append(parts, scheme+so.sock.Addr().String())
 		} else if l.IsDirector() {
 			parts = append(parts, fmt.Sprintf("VIP %s/%s (XDP %s on %s)", l.Address, l.Protocol, l.Forwarding, l.Interface))
 		}
@@ -254,7 +259,7 @@ func (s *Server) install(cfg *config.Config) error {
 	s.closeRemoved(cfg)
 	for _, so := range opened {
 		s.serve(so)
-		s.logger.Info("listener opened", "listener", so.conf.Name, "address", so.ln.Addr().String())
+		s.logger.Info("listener opened", "listener", so.conf.Name, "address", so.sock.Addr().String())
 	}
 	return nil
 }
@@ -262,16 +267,21 @@ func (s *Server) install(cfg *config.Config) error {
 // Shutdown stops accepting on every plane, waits until in-flight work finishes or ctx ends,
 // then stops the admin plane and the health monitor and closes the pools.
 func (s *Server) Shutdown(ctx context.Context) error {
-	var errs []error
-	for _, pl := range s.planes {
-		if err := pl.Shutdown(ctx); err != nil {
-			errs = append(errs, fmt.Errorf("%s plane: %w", pl.Name(), err))
-		}
+	// The planes stop together, so that none keeps accepting while another drains.
+	errs := make([]error, len(s.planes))
+	var wg sync.WaitGroup
+	for i, pl := range s.planes {
+		wg.Go(func() {
+			if err := pl.Shutdown(ctx); err != nil {
+				errs[i] = fmt.Errorf("%s plane: %w", pl.Name(), err)
+			}
+		})
 	}
+	wg.Wait()
 	s.mu.Lock()
 	for _, so := range s.listeners {
 		so.removed = true
-		_ = so.ln.Close()
+		_ = so.sock.Close()
 	}
 	s.mu.Unlock()
 	s.wg.Wait()

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/netip"
 	"slices"
 	"sort"
@@ -66,7 +65,7 @@ func (p *xdpPlane) Name() string { return "xdp" }
 // Listeners: the director binds no socket; its listeners' addresses are VIPs.
 func (p *xdpPlane) Listeners(*config.Config) []config.Listener { return nil }
 
-func (p *xdpPlane) Serve(listener string, _ net.Listener) error {
+func (p *xdpPlane) Serve(listener string, _ Socket) error {
 	return fmt.Errorf("xdp plane: listener %s has no socket", listener)
 }
 

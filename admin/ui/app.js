@@ -1,10 +1,12 @@
-// Ballast status page: polls /api/pools every second, keeps a minute of req/s per backend,
-// and sends runtime changes with the page nonce (and the admin token when one is required).
+// Ballast status page: polls /api/pools every second, keeps a minute of req/s (connections/s
+// in tcp and udp pools) per backend, shows the listeners' counters, and sends runtime changes
+// with the page nonce (and the admin token when one is required).
 "use strict";
 (function () {
   const nonce = document.querySelector('meta[name="ballast-nonce"]').content;
   const tokenRequired = document.querySelector('meta[name="ballast-token-required"]').content === "true";
   const poolsEl = document.getElementById("pools");
+  const listenersEl = document.getElementById("listeners");
   const msgEl = document.getElementById("message");
   const updatedEl = document.getElementById("updated");
   const tokenEl = document.getElementById("token");
@@ -24,6 +26,13 @@
     if (cls) e.className = cls;
     if (text !== undefined) e.textContent = text;
     return e;
+  }
+
+  function bytes(n) {
+    const units = ["B", "kB", "MB", "GB", "TB"];
+    let i = 0;
+    while (n >= 1000 && i < units.length - 1) { n /= 1000; i++; }
+    return (i ? n.toFixed(1) : String(n)) + " " + units[i];
   }
 
   function fmt(n, digits) {
@@ -74,7 +83,7 @@
     sw.style.background = color;
     name.append(sw, el("span", "", b.id), el("div", "muted addr", b.address));
     tr.append(name);
-    for (const k of ["state", "weight", "busy", "requests", "errors", "rate", "ewma", "p99", "lbstatus", "health"]) {
+    for (const k of ["state", "weight", "busy", "requests", "errors", "bytes", "rate", "ewma", "p99", "lbstatus", "health"]) {
       const td = el("td", k);
       td.dataset.label = k;
       row.cells[k] = td;
@@ -109,21 +118,25 @@
     if (s) return s;
     const section = el("section", "pool");
     section.dataset.pool = p.name;
-    const h = el("h2", "", "pool " + p.name);
+    const l4 = p.protocol === "l4";
+    const h = el("h2", "", (l4 ? "tcp/udp pool " : "pool ") + p.name);
     const meta = el("div", "meta muted");
     const canvas = el("canvas", "chart");
     canvas.width = 600; canvas.height = 120;
-    canvas.setAttribute("aria-label", "requests per second per backend, last minute");
+    canvas.setAttribute("aria-label", (l4 ? "connections" : "requests") + " per second per backend, last minute");
     const table = el("table");
     const head = el("tr");
-    for (const t of ["backend", "state", "weight (eff.)", "busy", "requests", "errors", "req/s", "peak-ewma ms", "p99 ms", "lbstatus", "last check", "controls"]) head.append(el("th", "", t));
+    const cols = l4
+      ? ["backend", "state", "weight (eff.)", "open", "connections", "failures (connect)", "bytes in / out", "conn/s", "connect ewma ms", "connect p99 ms", "lbstatus", "last check", "controls"]
+      : ["backend", "state", "weight (eff.)", "busy", "requests", "errors", "bytes", "req/s", "peak-ewma ms", "p99 ms", "lbstatus", "last check", "controls"];
+    for (const t of cols) head.append(el("th", "", t));
     const thead = el("thead"); thead.append(head);
     const tbody = el("tbody");
     table.append(thead, tbody);
     const wrap = el("div", "tablewrap"); wrap.append(table);
     section.append(h, meta, canvas, wrap);
     poolsEl.append(section);
-    s = { section, meta, canvas, tbody, rows: new Map(), hist: new Map(), colors: new Map() };
+    s = { section, meta, canvas, tbody, l4, rows: new Map(), hist: new Map(), colors: new Map() };
     pools.set(p.name, s);
     return s;
   }
@@ -137,7 +150,7 @@
     g.strokeStyle = "#ddd"; g.lineWidth = 1;
     g.beginPath(); g.moveTo(0, h - 0.5); g.lineTo(w, h - 0.5); g.stroke();
     g.fillStyle = "#888"; g.font = "11px sans-serif";
-    g.fillText(max.toFixed(0) + " req/s", 4, 12);
+    g.fillText(max.toFixed(0) + (s.l4 ? " conn/s" : " req/s"), 4, 12);
     for (const [id, arr] of s.hist) {
       g.strokeStyle = s.colors.get(id) || "#000"; g.lineWidth = 2;
       g.beginPath();
@@ -183,7 +196,8 @@
         c.weight.title = b.weight_overridden ? "runtime override; configured " + b.config_weight : "configured";
         c.busy.textContent = b.in_flight + (b.max_conns ? "/" + b.max_conns : "");
         c.requests.textContent = b.requests;
-        c.errors.textContent = b.failures;
+        c.errors.textContent = b.failures + (b.conns ? " (" + b.conns.connect_failures + ")" : "");
+        c.bytes.textContent = b.conns ? bytes(b.conns.bytes_in) + " / " + bytes(b.conns.bytes_out) : "–";
         c.rate.textContent = fmt(rate, 1);
         c.ewma.textContent = fmt(b.latency_ewma_ms, 1);
         c.p99.textContent = fmt(b.latency_p99_ms, 1);
@@ -201,6 +215,7 @@
     }
     for (const [name, s] of pools) if (!seen.has(name)) { s.section.remove(); pools.delete(name); }
     renderDirectors(data.directors || []);
+    renderListeners(data.listeners || []);
     last = data;
     updatedEl.textContent = "updated " + new Date(data.time).toLocaleTimeString();
     document.body.dataset.loaded = "true";
@@ -229,6 +244,34 @@
         }
         directorsEl.append(table);
       }
+    }
+  }
+
+  // renderListeners shows the counters planes keep per listener (tcp, udp, and http listeners
+  // with accept_proxy).
+  function renderListeners(ls) {
+    listenersEl.hidden = ls.length === 0;
+    const tbody = listenersEl.querySelector("tbody");
+    tbody.replaceChildren();
+    for (const l of ls) {
+      const tr = el("tr");
+      tr.dataset.listener = l.listener;
+      const udp = l.protocol === "udp";
+      const cells = {
+        name: l.listener, protocol: l.protocol,
+        accepted: udp ? l.flows + " flows" : l.accepted,
+        active: l.active,
+        proxy_refused: l.proxy_refused,
+        no_backend: udp ? l.dropped_no_backend + " dropped" : l.no_backend,
+        other: udp ? "dropped at max_flows " + l.dropped_max_flows + " · expired " + l.flows_expired + " · " + bytes(l.bytes_in) + " / " + bytes(l.bytes_out)
+          : "no route " + l.no_route + " · idle closed " + l.idle_closed + " · retries " + l.retries,
+      };
+      for (const [k, v] of Object.entries(cells)) {
+        const td = el("td", k, String(v));
+        td.dataset.label = k;
+        tr.append(td);
+      }
+      tbody.append(tr);
     }
   }
 

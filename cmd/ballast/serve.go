@@ -38,8 +38,12 @@ func (f durationFlag) Set(v string) error {
 
 // quickForm is the serve flags that describe a one-pool configuration without a file.
 type quickForm struct {
-	mode          string        // http, or dr|tun|nat for the XDP director (serve_xdp.go)
+	// mode is what the listener balances: http, tcp or udp (every other flag means the same in
+	// each), or dr|tun|nat for the XDP director (serve_xdp.go).
+	mode          string
 	director      directorFlags // --iface, --udp
+	sendProxy     string
+	acceptProxy   bool
 	listen        string
 	balancer      string
 	backends      stringList
@@ -56,25 +60,27 @@ type quickForm struct {
 // config builds the configuration the flags describe; config.Check then fills the defaults and
 // validates it exactly as it would a file.
 func (q *quickForm) config() (*config.Config, error) {
-	switch {
-	case isDirectorMode(q.mode):
+	if isDirectorMode(q.mode) {
 		return q.directorConfig()
-	case q.mode != "" && q.mode != "http":
-		return nil, fmt.Errorf("flags: --mode %q is not a mode (valid: http, dr, tun, nat)", q.mode)
 	}
 	c := &config.Config{
-		Listeners: []config.Listener{{Address: q.listen, ExposeBackend: q.exposeBackend}},
+		Listeners: []config.Listener{{Address: q.listen, Protocol: q.mode, AcceptProxy: q.acceptProxy, ExposeBackend: q.exposeBackend}},
 		Pools: []config.Pool{{
 			Name:         "default",
 			Balancer:     q.balancer,
 			MaxConns:     q.maxConns,
 			MaxQueue:     q.maxQueue,
 			QueueTimeout: config.Duration{Duration: q.queueTimeout},
+			SendProxy:    q.sendProxy,
 		}},
 	}
 	c.Admin.Address = q.admin
 	if q.healthPath != "" || q.healthInterval > 0 {
-		c.Pools[0].Health = config.HealthCheck{Type: "http", Path: q.healthPath, Interval: config.Duration{Duration: q.healthInterval}}
+		// An empty type is the pool's default: http, or tcp for a tcp or udp listener.
+		c.Pools[0].Health = config.HealthCheck{Path: q.healthPath, Interval: config.Duration{Duration: q.healthInterval}}
+		if q.healthPath != "" {
+			c.Pools[0].Health.Type = "http"
+		}
 	}
 	for _, b := range q.backends {
 		c.Pools[0].Backends = append(c.Pools[0].Backends, config.Backend{Address: b, Weight: 1})
@@ -90,10 +96,12 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	file := fs.String("c", "", "configuration `file` (re-read on SIGHUP)")
 	grace := fs.Duration("grace", 30*time.Second, "on SIGTERM/SIGINT, how long in-flight requests may take to finish")
 	var q quickForm
-	fs.StringVar(&q.mode, "mode", "http", "quick form: what to balance: http, or dr, tun, nat for the XDP director (docs/xdp.md)")
+	fs.StringVar(&q.mode, "mode", config.ProtocolHTTP, "quick form: what to balance: http, tcp or udp, or dr, tun, nat for the XDP director (docs/xdp.md)")
 	q.director.register(fs)
 	fs.StringVar(&q.listen, "listen", "127.0.0.1:8080", "quick form: `address` to listen on (with --mode dr|tun|nat: the VIP)")
-	fs.StringVar(&q.balancer, "balancer", "", "quick form: balancing `algorithm` (see docs/config.md; default "+config.DefaultBalancer+", maglev with --mode dr|tun|nat)")
+	fs.StringVar(&q.balancer, "balancer", "", "quick form: balancing `algorithm` (default "+config.DefaultBalancer+", "+config.DefaultL4Balancer+" for tcp and udp, maglev with --mode dr|tun|nat; see docs/config.md)")
+	fs.StringVar(&q.sendProxy, "send-proxy", "", "quick form, tcp: send a PROXY protocol `version` (v1 or v2) header to backends")
+	fs.BoolVar(&q.acceptProxy, "accept-proxy", false, "quick form, http or tcp: require a PROXY protocol header from clients")
 	fs.Var(&q.backends, "backend", "quick form: backend `host:port` (repeat the flag for each backend)")
 	fs.IntVar(&q.maxConns, "max-conns", 0, "quick form: connection limit per backend (0 = none)")
 	fs.IntVar(&q.maxQueue, "max-queue", 0, "quick form: backlog queue length when every backend is at max-conns")
@@ -101,10 +109,10 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&q.exposeBackend, "expose-backend", false, "quick form: add X-Ballast-Backend to responses")
 	fs.StringVar(&q.admin, "admin", "", "quick form: admin API, status page and /metrics `address` (e.g. 127.0.0.1:9090)")
 	fs.StringVar(&q.healthPath, "health-path", "", "quick form: HTTP health check `path` (turns active checks on)")
-	fs.Var(durationFlag{&q.healthInterval}, "health-interval", "quick form: health check interval (default 2s when checks are on)")
+	fs.Var(durationFlag{&q.healthInterval}, "health-interval", "quick form: health check interval (default 2s when checks are on; a TCP connect check in tcp and udp mode without --health-path)")
 	fs.Usage = func() {
 		fmt.Fprint(stderr, `usage: ballast serve -c FILE
-       ballast serve --listen ADDR --backend HOST:PORT [--backend HOST:PORT ...] [--balancer NAME]
+       ballast serve [--mode http|tcp|udp] --listen ADDR --backend HOST:PORT [--backend HOST:PORT ...] [--balancer NAME]
        ballast serve --mode dr|tun|nat --iface IFACE --listen VIP:PORT --backend RIP:PORT [...]
 
 Runs the load balancer. SIGHUP re-reads FILE (a broken file is logged and the running
@@ -137,7 +145,13 @@ configuration kept); SIGTERM or SIGINT stops accepting and lets in-flight reques
 		fmt.Fprintln(stderr, "ballast serve: the quick form needs at least one --backend HOST:PORT")
 		return 2
 	case quick:
-		cfg, err = q.config()
+		switch {
+		case q.mode == config.ProtocolHTTP, q.mode == config.ProtocolTCP, q.mode == config.ProtocolUDP, isDirectorMode(q.mode):
+			cfg, err = q.config()
+		default:
+			fmt.Fprintf(stderr, "ballast serve: unknown --mode %q (valid: http, tcp, udp, dr, tun, nat)\n", q.mode)
+			return 2
+		}
 	default:
 		if *file == "" {
 			*file = "ballast.yaml"
