@@ -8,8 +8,8 @@ import (
 )
 
 // IO is the plain net.Conn path on systems other than Linux, where the raw system calls of
-// io_linux.go are not used: RC stays nil, so NewConn returns the connection itself and callers
-// writes and reads through the embedded connection.
+// io_linux.go are not used: RC stays nil, so NewConn returns the connection itself and
+// callers read and write through it.
 type IO struct {
 	RC syscall.RawConn
 }
