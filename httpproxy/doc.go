@@ -74,10 +74,10 @@
 //   - HTTP/1.0 requests that carry a Host go to the backend as HTTP/1.1, so the backend keeps
 //     the pooled connection; the client side is still answered as HTTP/1.0.
 //   - Cost per request (on Linux): client and backend sockets are read and written with raw
-//     system calls inside syscall.RawConn callbacks (rawio_linux.go), so the runtime's monitor
+//     system calls inside syscall.RawConn callbacks (package sockio), so the runtime's monitor
 //     does not hand Ps between threads on every short socket call; a request is written to the
 //     backend and its response awaited without a speculative read (deadlineConn.writeAndWait);
-//     client read deadlines are armed lazily (rawConn). A response whose body came with its
+//     client read deadlines are armed lazily (sockio.Conn). A response whose body came with its
 //     headers is one write to the client.
 //   - Traffic policy (policy.go and one file per policy): compiled once per table into
 //     immutable structs; a table that configures none has a nil policy and the request path

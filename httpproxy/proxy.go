@@ -17,6 +17,7 @@ import (
 
 	"ballast/balance"
 	"ballast/config"
+	"ballast/sockio"
 	"ballast/upstream"
 )
 
@@ -388,7 +389,7 @@ func (p *Proxy) Serve(listener string, ln net.Listener) error {
 	}
 	p.servers = append(p.servers, srv)
 	p.mu.Unlock()
-	ln = rawListener{ln} // client sockets read and written with raw calls: see rawIO
+	ln = sockio.Listener{Listener: ln} // client sockets read and written with raw calls: see sockio.IO
 	// Policy: max_conns_per_client (ratelimit.go).
 	ln = ls.limitConns(ln)
 	if lc.TLS != nil {

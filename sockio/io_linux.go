@@ -1,6 +1,6 @@
 //go:build linux
 
-package httpproxy
+package sockio
 
 import (
 	"net"
@@ -8,7 +8,7 @@ import (
 	"unsafe"
 )
 
-// rawIO reads and writes a non-blocking socket with raw system calls, inside the callbacks
+// IO reads and writes a non-blocking socket with raw system calls, inside the callbacks
 // of syscall.RawConn, instead of through net.Conn's Read and Write.
 //
 // Why: a Go program that spends most of its time in short socket system calls pays for them
@@ -25,8 +25,8 @@ import (
 // when the callback reports EAGAIN. Reads and writes keep separate state, so one goroutine may
 // read while another writes, as net.Conn allows; two concurrent readers (or writers) are not
 // supported, which neither fasthttp nor the tunnel does.
-type rawIO struct {
-	rc syscall.RawConn // nil: not a socket with a descriptor; use the embedded conn
+type IO struct {
+	RC syscall.RawConn // nil: not a socket with a descriptor; use the embedded conn
 
 	rbuf []byte
 	rn   int
@@ -44,7 +44,7 @@ type rawIO struct {
 
 // init prepares x for c; the callbacks are method values made once per connection, so a
 // read or a write allocates nothing.
-func (x *rawIO) init(c net.Conn) {
+func (x *IO) Init(c net.Conn) {
 	sc, ok := c.(syscall.Conn)
 	if !ok {
 		return
@@ -53,7 +53,7 @@ func (x *rawIO) init(c net.Conn) {
 	if err != nil {
 		return
 	}
-	x.rc = rc
+	x.RC = rc
 	x.rfn = x.readCallback
 	x.wfn = x.writeCallback
 	x.pfn = x.peekCallback
@@ -63,10 +63,10 @@ func (x *rawIO) init(c net.Conn) {
 // sent bytes nobody asked for: either way an idle keep-alive connection is unusable. It costs
 // one non-blocking peek, so callers use it only where sending on a dead connection would be
 // unsafe to undo (a non-idempotent request).
-func (x *rawIO) peerGone() bool { return x.peek() != peekNothing }
+func (x *IO) PeerGone() bool { return x.peek() != peekNothing }
 
 // pending reports, without blocking, whether bytes from the peer wait to be read.
-func (x *rawIO) pending() bool { return x.peek() == peekData }
+func (x *IO) Pending() bool { return x.peek() == peekData }
 
 // What a non-blocking peek found.
 const (
@@ -78,18 +78,18 @@ const (
 // peek runs under RawConn.Control, not Read: Control does not take the descriptor's read lock,
 // so a peek does not wait behind a reader parked on the same connection. Concurrent peeks
 // are not supported.
-func (x *rawIO) peek() int {
-	if x.rc == nil {
+func (x *IO) peek() int {
+	if x.RC == nil {
 		return peekNothing
 	}
-	if err := x.rc.Control(x.pfn); err != nil {
+	if err := x.RC.Control(x.pfn); err != nil {
 		return peekGone
 	}
 	return x.peeked
 }
 
 // peekCallback peeks one byte without waiting (the socket is non-blocking).
-func (x *rawIO) peekCallback(fd uintptr) {
+func (x *IO) peekCallback(fd uintptr) {
 	var b [1]byte
 	for {
 		n, _, e := syscall.RawSyscall6(syscall.SYS_RECVFROM, fd, uintptr(unsafe.Pointer(&b[0])), 1,
@@ -108,15 +108,15 @@ func (x *rawIO) peekCallback(fd uintptr) {
 	}
 }
 
-func (x *rawIO) read(c net.Conn, p []byte) (int, error) {
-	if x.rc == nil {
+func (x *IO) Read(c net.Conn, p []byte) (int, error) {
+	if x.RC == nil {
 		return c.Read(p)
 	}
 	if len(p) == 0 {
 		return 0, nil
 	}
 	x.rbuf, x.rn, x.rerr = p, 0, nil
-	err := x.rc.Read(x.rfn)
+	err := x.RC.Read(x.rfn)
 	n, rerr := x.rn, x.rerr
 	x.rbuf, x.rerr = nil, nil
 	if err != nil {
@@ -129,7 +129,7 @@ func (x *rawIO) read(c net.Conn, p []byte) (int, error) {
 }
 
 // readCallback makes one read; false (EAGAIN) asks RawConn.Read to wait for readability.
-func (x *rawIO) readCallback(fd uintptr) bool {
+func (x *IO) readCallback(fd uintptr) bool {
 	for {
 		n, _, e := syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(&x.rbuf[0])), uintptr(len(x.rbuf)))
 		switch {
@@ -148,15 +148,15 @@ func (x *rawIO) readCallback(fd uintptr) bool {
 	}
 }
 
-func (x *rawIO) write(c net.Conn, p []byte) (int, error) {
-	if x.rc == nil {
+func (x *IO) Write(c net.Conn, p []byte) (int, error) {
+	if x.RC == nil {
 		return c.Write(p)
 	}
 	if len(p) == 0 {
 		return 0, nil
 	}
 	x.wbuf, x.wn, x.werr = p, 0, nil
-	err := x.rc.Write(x.wfn)
+	err := x.RC.Write(x.wfn)
 	n, werr := x.wn, x.werr
 	x.wbuf, x.werr = nil, nil
 	if err != nil {
@@ -170,7 +170,7 @@ func (x *rawIO) write(c net.Conn, p []byte) (int, error) {
 
 // writeCallback writes as much as the socket takes; false (EAGAIN) asks RawConn.Write to wait
 // until the socket is writable and call it again for the rest.
-func (x *rawIO) writeCallback(fd uintptr) bool {
+func (x *IO) writeCallback(fd uintptr) bool {
 	for x.wn < len(x.wbuf) {
 		rest := x.wbuf[x.wn:]
 		n, _, e := syscall.RawSyscall(syscall.SYS_WRITE, fd, uintptr(unsafe.Pointer(&rest[0])), uintptr(len(rest)))

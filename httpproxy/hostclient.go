@@ -1,0 +1,67 @@
+package httpproxy
+
+import (
+	"math"
+	"net"
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"ballast/config"
+	"ballast/upstream"
+)
+
+const (
+	backendBufferSize = 16 << 10 // response header limit from a backend, per connection
+	deadlineRefresh   = time.Second
+)
+
+// newHostClient builds the keep-alive connection pool of one backend. The proxy uses it only
+// as a pool of connections (AcquireConn/ReleaseConn) and writes and reads the messages itself,
+// so that it controls deadlines, retries and cancellation; the fields that shape messages are
+// still set so the client is safe to use with Do as well.
+func newHostClient(pc *config.Pool, b *upstream.Backend) *fasthttp.HostClient {
+	connect := durationOr(pc.Timeouts.Connect.Duration, config.DefaultConnectTimeout)
+	idle := durationOr(pc.Timeouts.Idle.Duration, config.DefaultBackendIdle)
+	d := &net.Dialer{Timeout: connect, KeepAlive: 30 * time.Second}
+	maxConns := b.MaxConns() // the backend's own, else the pool's
+	if maxConns <= 0 {
+		maxConns = math.MaxInt32
+	} else {
+		// Hedge losers and aborted streams close their connections a little after their
+		// slot is released, so leave the pool some slack above max_conns.
+		maxConns = 2*maxConns + 16
+	}
+	return &fasthttp.HostClient{
+		Addr: b.Address,
+		Dial: func(addr string) (net.Conn, error) {
+			c, err := d.Dial("tcp", addr)
+			if err != nil {
+				return nil, err
+			}
+			return newDeadlineConn(c), nil
+		},
+		MaxConns:            maxConns,
+		MaxIdleConnDuration: idle,
+		// Ballast decides every retry itself (forward, hedged); fasthttp must never re-send.
+		MaxIdemponentCallAttempts: 1,
+		RetryIfErr:                neverRetry,
+		ReadBufferSize:            backendBufferSize,
+		WriteBufferSize:           backendBufferSize,
+		DisablePathNormalizing:    true,
+		NoDefaultUserAgentHeader:  true,
+		StreamResponseBody:        true,
+		ConnPoolStrategy:          fasthttp.LIFO,
+	}
+}
+
+// neverRetry keeps fasthttp from re-sending a request on its own: whether a request may be
+// sent again depends on what the backend may have received, which only the proxy tracks.
+func neverRetry(*fasthttp.Request, int, error) (resetTimeout, retry bool) { return false, false }
+
+func durationOr(d, def time.Duration) time.Duration {
+	if d > 0 {
+		return d
+	}
+	return def
+}
