@@ -39,7 +39,7 @@ func TestQuickFormDirectorConfig(t *testing.T) {
 		{"proxy balancer", quickForm{mode: "dr", director: directorFlags{iface: "eth0"}, listen: "10.0.0.100:80", balancer: "sqf", backends: stringList{"10.0.0.11:80"}}, `balancer "sqf" is not one the XDP director runs (valid: maglev, wlc)`},
 		{"max conns", quickForm{mode: "dr", director: directorFlags{iface: "eth0"}, listen: "10.0.0.100:80", maxConns: 3, backends: stringList{"10.0.0.11:80"}}, "max_conns is a proxy setting"},
 		{"roundrobin", quickForm{mode: "dr", director: directorFlags{iface: "eth0"}, listen: "10.0.0.100:80", balancer: "roundrobin", backends: stringList{"10.0.0.11:80"}}, `balancer "roundrobin" is not one the XDP director runs`},
-		{"bad mode", quickForm{mode: "gre", listen: "10.0.0.100:80", backends: stringList{"10.0.0.11:80"}}, `--mode "gre" is not a mode (valid: http, dr, tun, nat)`},
+		{"bad mode", quickForm{mode: "gre", listen: "10.0.0.100:80", backends: stringList{"10.0.0.11:80"}}, `unknown protocol "gre" (valid: http, tcp, udp)`},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
