@@ -5,12 +5,12 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"sync"
 	"time"
 
 	"github.com/valyala/fasthttp"
 
 	"ballast/balance"
+	"ballast/sockio"
 )
 
 // isUpgrade reports whether a request asks to switch protocols (WebSocket and the like).
@@ -88,25 +88,17 @@ func (ls *listenerState) tunnel(ctx *fasthttp.RequestCtx, t *table, ps *poolStat
 			return
 		}
 		_ = bc.SetDeadline(time.Time{})
-		var wg sync.WaitGroup
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			_, _ = io.Copy(bc, c)
-			closeWrite(bc)
-		}()
-		_, _ = io.Copy(c, br)
-		closeWrite(c)
-		wg.Wait()
+		if n := br.Buffered(); n > 0 { // what the backend sent right behind its 101
+			early, _ := br.Peek(n)
+			if _, err := c.Write(early); err != nil {
+				return
+			}
+			_, _ = br.Discard(n)
+		}
+		// c may hold client bytes read behind the request (fasthttp's hijack reader): Pipe reads
+		// through it, so nothing is skipped.
+		sockio.Pipe(c, bc, 0, nil, nil)
 	})
-}
-
-// closeWrite half-closes c when it can, so the peer sees the end of this direction while the
-// other one keeps flowing; otherwise it does nothing and the final Close ends both.
-func closeWrite(c net.Conn) {
-	if cw, ok := c.(interface{ CloseWrite() error }); ok {
-		_ = cw.CloseWrite()
-	}
 }
 
 // writeRawError writes a minimal response on a hijacked connection.

@@ -12,6 +12,7 @@ import (
 
 	"ballast/balance"
 	"ballast/proxyproto"
+	"ballast/sockio"
 	"ballast/upstream"
 )
 
@@ -378,7 +379,7 @@ func (p *TCP) handle(c *net.TCPConn, id uint64) {
 		_ = bc.SetWriteDeadline(time.Time{}) // the pipe sets none: see pipe
 		bcnt.bytesIn.Add(uint64(len(prefix)))
 	}
-	if p.pipe(c, bc, bcnt) {
+	if sockio.Pipe(c, bc, p.opts.IdleTimeout, &bcnt.bytesIn, &bcnt.bytesOut) {
 		p.idleClosed.Add(1)
 	}
 }

@@ -1,4 +1,6 @@
-package l4
+//go:build linux
+
+package sockio
 
 import (
 	"errors"
@@ -19,9 +21,8 @@ const chunk = 256 << 10
 
 var errIdle = errors.New("idle timeout")
 
-// pipe copies between a client and a backend connection in both directions until both have
-// ended, an error ends one, or neither has moved a byte for the idle timeout. It reports
-// whether the idle timeout closed the connection.
+// pipeTCP is Pipe between two TCP connections: splice(2) for bulk, a pooled buffer for short
+// exchanges, and the idle timeout.
 //
 // Idle detection under splice: each direction renews its read deadline before every ReadFrom
 // of at most chunk bytes, so a direction waiting to read returns at least once per idle period,
@@ -33,20 +34,20 @@ var errIdle = errors.New("idle timeout")
 // its pipe; a direction stuck writing to a receiver that does not read does not answer the
 // interruption, and when it has not returned a whole period after it, the connection closes
 // as idle too (nothing was delivered for the timeout).
-func (p *TCP) pipe(client, backend *net.TCPConn, cnt *backendCounters) bool {
-	s := &pipeState{c: [2]*net.TCPConn{client, backend}, idle: p.opts.IdleTimeout}
+func pipeTCP(a, b *net.TCPConn, idle time.Duration, ab, ba *atomic.Uint64) bool {
+	s := &pipeState{c: [2]*net.TCPConn{a, b}, idle: idle}
 	now := time.Now().UnixNano()
 	s.last[0].Store(now)
 	s.last[1].Store(now)
 	errc := make(chan error, 1)
-	go func() { // backend → client
-		err := s.copy(1, &cnt.bytesOut)
+	go func() { // b → a
+		err := s.copy(1, ba)
 		if err != nil {
 			s.abort()
 		}
 		errc <- err
 	}()
-	if err := s.copy(0, &cnt.bytesIn); err != nil { // client → backend
+	if err := s.copy(0, ab); err != nil { // a → b
 		s.abort()
 	}
 	<-errc
@@ -54,7 +55,7 @@ func (p *TCP) pipe(client, backend *net.TCPConn, cnt *backendCounters) bool {
 }
 
 type pipeState struct {
-	c     [2]*net.TCPConn // 0 = client, 1 = backend; direction d copies c[d] → c[1-d]
+	c     [2]*net.TCPConn // direction d copies c[d] → c[1-d]
 	idle  time.Duration
 	last  [2]atomic.Int64 // unix nanoseconds of the last ReadFrom that moved bytes
 	quiet [2]atomic.Bool  // the direction's last period moved nothing, or it has ended
@@ -117,7 +118,11 @@ func (s *pipeState) copy(d int, bytes *atomic.Uint64) error {
 		return true
 	}
 	for {
-		_ = src.SetReadDeadline(time.Now().Add(s.idle))
+		var deadline time.Time // none without an idle timeout
+		if s.idle > 0 {
+			deadline = time.Now().Add(s.idle)
+		}
+		_ = src.SetReadDeadline(deadline)
 		bufp, got = nil, 0
 		err := rc.Read(wake)
 		var n int64
@@ -144,7 +149,9 @@ func (s *pipeState) copy(d int, bytes *atomic.Uint64) error {
 		s.rounds[d].Add(1)
 		now := time.Now().UnixNano()
 		if n > 0 {
-			bytes.Add(uint64(n))
+			if bytes != nil {
+				bytes.Add(uint64(n))
+			}
 			s.last[d].Store(now)
 			s.quiet[d].Store(false)
 		}
