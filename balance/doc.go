@@ -1,6 +1,7 @@
 // Package balance holds Ballast's balancing algorithms as pure code: no I/O, no clock, no
-// goroutines. Everything else in Ballast that balances (the L7 proxy through package upstream, and
-// the simulator) calls the same pickers.
+// goroutines. Everything else in Ballast that balances (the HTTP and L4 proxies through package
+// upstream, and the simulator) calls the same pickers; the XDP director's kernel table is
+// MaglevTable's, looked up with FlowHash, the same hash the L4 proxy picks with.
 //
 // # Contract
 //
