@@ -369,7 +369,7 @@ func (p *Proxy) Serve(listener string, ln net.Listener) error {
 	p.servers = append(p.servers, srv)
 	p.mu.Unlock()
 	ln = rawListener{ln} // client sockets read and written with raw calls: see rawIO
-	if lc.TLS != nil {
+	if _, done := ln.(rawListener).Listener.(tlsTerminated); lc.TLS != nil && !done {
 		err = srv.ServeTLS(ln, lc.TLS.Cert, lc.TLS.Key)
 	} else {
 		err = srv.Serve(ln)

@@ -7,6 +7,7 @@ import (
 	"net"
 
 	"ballast/config"
+	"ballast/h2proxy"
 	"ballast/httpproxy"
 	"ballast/upstream"
 )
@@ -32,6 +33,8 @@ type Plane interface {
 type httpPlane struct {
 	logger *slog.Logger
 	proxy  *httpproxy.Proxy // nil until the first Swap
+	h2     *h2proxy.Proxy   // gets the HTTP/2 connections of TLS and h2c listeners
+	fronts fronts           // TLS certificates and the fronts of TLS and h2c listeners
 }
 
 func (p *httpPlane) Name() string { return "http" }
@@ -40,20 +43,32 @@ func (p *httpPlane) Name() string { return "http" }
 func (p *httpPlane) Listeners(cfg *config.Config) []config.Listener { return cfg.Listeners }
 
 func (p *httpPlane) Swap(cfg *config.Config, pools map[string]*upstream.Pool) error {
+	commitTLS, err := p.fronts.prepare(cfg)
+	if err != nil {
+		return err
+	}
 	if p.proxy != nil {
-		return p.proxy.Swap(cfg, pools)
+		if err := p.proxy.Swap(cfg, pools); err != nil {
+			return err
+		}
+		commitTLS()
+		return nil
 	}
 	px, err := httpproxy.New(cfg, pools, p.logger)
 	if err != nil {
 		return err
 	}
 	p.proxy = px
+	commitTLS()
 	return nil
 }
 
 func (p *httpPlane) Serve(listener string, ln net.Listener) error {
 	if p.proxy == nil {
 		return errors.New("http plane: Serve before Swap")
+	}
+	if f := p.fronts.front(listener, p.h2); f != nil {
+		return f.serve(ln, func(h1 net.Listener) error { return p.proxy.Serve(listener, h1) })
 	}
 	return p.proxy.Serve(listener, ln)
 }

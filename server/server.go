@@ -11,6 +11,7 @@ import (
 
 	"ballast/admin"
 	"ballast/config"
+	"ballast/h2proxy"
 	"ballast/health"
 	"ballast/upstream"
 )
@@ -60,8 +61,8 @@ func Start(cfg *config.Config, o Options) (*Server, error) {
 	s.ops = admin.New(o.Logger)
 	s.health = health.New(ctx, s.ops.HealthOptions())
 	s.ops.Watch(s.health)
-	http := &httpPlane{logger: o.Logger}
-	s.planes = []Plane{http}
+	http := &httpPlane{logger: o.Logger, h2: h2proxy.New(o.Logger)}
+	s.planes = []Plane{http, &h2Plane{http: http, proxy: http.h2}}
 	s.ops.Count(http)
 
 	pools, err := s.buildPools(cfg, nil)
