@@ -223,6 +223,13 @@ func (e *exchange) deliver(b *upstream.Backend, resp *http.Response) {
 	}
 	e.status = resp.StatusCode
 	w.WriteHeader(resp.StatusCode)
+	if resp.ContentLength < 0 && resp.Body != http.NoBody {
+		// A body of unknown length may come slowly (a stream): the client gets the headers
+		// now. A trailers-only answer (no body) must not flush, or it would stop being one.
+		if fl, ok := w.(http.Flusher); ok {
+			fl.Flush()
+		}
+	}
 	broken := copyBody(w, resp.Body)
 	_ = resp.Body.Close()
 	failure := broken != nil || (e.route.Include5xx() && resp.StatusCode >= 500)
