@@ -26,9 +26,12 @@ func grpcTimeout(v string) (d time.Duration, ok bool) {
 	if len(v) < 2 || len(v) > 9 {
 		return 0, false
 	}
-	n, err := strconv.ParseInt(v[:len(v)-1], 10, 64)
-	if err != nil || n < 0 {
-		return 0, false
+	var n int64
+	for _, c := range []byte(v[:len(v)-1]) {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + int64(c-'0')
 	}
 	var unit time.Duration
 	switch v[len(v)-1] {

@@ -66,6 +66,7 @@ type exchange struct {
 	ttfb     time.Duration
 	status   int
 	backend  string
+	lastErr  error // of the last attempt that may be retried
 }
 
 // forward runs attempts one after the other: the first, then retries on other backends.
@@ -78,6 +79,10 @@ func (e *exchange) forward(key uint64) {
 	var tried balance.Tried
 	for try := 1; ; try++ {
 		b, err := pool.Acquire(key, tried)
+		if err != nil && e.lastErr != nil {
+			e.answer(http.StatusBadGateway, grpcUnavailable, "backend failed: "+e.lastErr.Error())
+			return
+		}
 		if err != nil {
 			e.acquireError(err)
 			return
@@ -87,10 +92,15 @@ func (e *exchange) forward(key uint64) {
 		if done {
 			return
 		}
-		if retry && try < e.route.Attempts() && e.route.SpendRetry() {
+		if !retry {
+			return
+		}
+		if try < e.route.Attempts() && e.route.SpendRetry() {
 			httpproxy.MarkTried(&tried, b)
 			continue
 		}
+		e.answer(http.StatusBadGateway, grpcUnavailable, "backend failed: "+e.lastErr.Error())
+		e.log(e.lastErr)
 		return
 	}
 }
@@ -154,6 +164,7 @@ func (e *exchange) failed(b *upstream.Backend, err error, actx context.Context, 
 	untouched := !body.touched.Load()
 	safe := connect || httpproxy.Idempotent(e.r.Method)
 	if untouched && safe {
+		e.lastErr = err
 		return true, false
 	}
 	e.answer(http.StatusBadGateway, grpcUnavailable, "backend failed: "+err.Error())
