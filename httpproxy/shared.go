@@ -2,6 +2,8 @@ package httpproxy
 
 import (
 	"context"
+	"crypto/tls"
+	"net"
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
@@ -9,6 +11,8 @@ import (
 	"time"
 
 	"ballast/balance"
+	"ballast/config"
+	"ballast/tlsconf"
 	"ballast/upstream"
 )
 
@@ -149,3 +153,27 @@ func (p *Proxy) AccessLog() bool { return p.table.Load().access }
 // server's TLS front, which negotiates ALPN): Serve serves them as they are, still as the TLS
 // listener they came in on.
 type tlsTerminated interface{ TLSTerminated() }
+
+// backendTLS is the client TLS configuration for HTTP/1.1 to backend b of a pool with tls
+// (ALPN http/1.1), or nil when the pool has none. An error (a CA or client certificate file
+// that cannot be read) makes every dial fail rather than fall back to cleartext; the HTTP/2
+// plane's Swap reports it and refuses the configuration.
+func backendTLS(pc *config.Pool, b *upstream.Backend) (*tls.Config, error) {
+	if pc.TLS == nil {
+		return nil, nil
+	}
+	return tlsconf.Backend(pc.TLS, b.Address, []string{tlsconf.ALPNHTTP1})
+}
+
+// handshake runs the client TLS handshake on a fresh backend connection within timeout.
+// TLS connections are read and written through crypto/tls, without the raw-I/O fast path.
+func handshake(c net.Conn, cfg *tls.Config, timeout time.Duration) (net.Conn, error) {
+	tc := tls.Client(c, cfg)
+	_ = c.SetDeadline(time.Now().Add(timeout))
+	if err := tc.Handshake(); err != nil {
+		_ = c.Close()
+		return nil, err
+	}
+	_ = c.SetDeadline(time.Time{})
+	return tc, nil
+}
