@@ -15,8 +15,9 @@ const (
 	// request bodies, per stream and per connection: what one connection may buffer.
 	StreamWindow = 1 << 20
 	ConnWindow   = 4 << 20
-	// MaxReadFrameSize is SETTINGS_MAX_FRAME_SIZE, the largest frame accepted.
-	MaxReadFrameSize = 1 << 16
+	// MaxReadFrameSize is SETTINGS_MAX_FRAME_SIZE, the largest frame accepted: the protocol's
+	// initial 16 KiB.
+	MaxReadFrameSize = 1 << 14
 	// PingAfter is how long a connection may be silent before Ballast pings it; PingTimeout
 	// closes it when the ping is not answered.
 	PingAfter   = 30 * time.Second

@@ -213,10 +213,9 @@ func TestH2RapidResetDisconnects(t *testing.T) {
 	case <-time.After(15 * time.Second):
 		t.Fatalf("still connected after opening and resetting %d streams", opened)
 	}
-	if opened == streams {
-		t.Errorf("the server accepted all %d opened-and-reset streams before closing", streams)
-	}
-	if n := seen.Load(); n > streams/2 {
+	// The writes may all fit in socket buffers before the close is noticed, so what counts is
+	// that the connection ended and that few of the streams ever reached the backend.
+	if n := seen.Load(); n > streams/10 {
 		t.Errorf("the backend saw %d of %d reset streams", n, opened)
 	}
 	t.Logf("disconnected after %d streams; the backend saw %d", opened, seen.Load())
@@ -256,8 +255,8 @@ func TestH2RapidResetLimitPaced(t *testing.T) {
 	}))
 	r := dialRaw(t, addr)
 	r.noAck = true
-	ended := make(chan error, 1)
-	go func() { ended <- r.readUntil(func(http2.Frame) bool { return false }) }()
+	ended := make(chan struct{}) // closed when the connection ends, so every wait sees it
+	go func() { _ = r.readUntil(func(http2.Frame) bool { return false }); close(ended) }()
 	block := headerBlock("/")
 	id := uint32(1)
 	resets := 0
@@ -265,6 +264,7 @@ func TestH2RapidResetLimitPaced(t *testing.T) {
 		first := id
 		for range 100 {
 			if err := r.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: block, EndStream: true, EndHeaders: true}); err != nil {
+				t.Logf("write headers: %v", err)
 				goto done
 			}
 			id += 2
@@ -280,6 +280,7 @@ func TestH2RapidResetLimitPaced(t *testing.T) {
 		}
 		for sid := first; sid < id; sid += 2 {
 			if err := r.fr.WriteRSTStream(sid, http2.ErrCodeCancel); err != nil {
+				t.Logf("write: %v", err)
 				goto done
 			}
 			resets++

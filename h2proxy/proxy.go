@@ -2,6 +2,7 @@ package h2proxy
 
 import (
 	"context"
+	cryptotls "crypto/tls"
 	"errors"
 	"fmt"
 	"log"
@@ -103,7 +104,7 @@ func (p *Proxy) server(l *config.Listener) (*listenerServer, error) {
 		MaxConcurrentStreams:         MaxConcurrentStreams,
 		MaxDecoderHeaderTableSize:    4096,
 		MaxEncoderHeaderTableSize:    4096,
-		MaxReadFrameSize:             MaxReadFrameSize,
+		MaxReadFrameSize:             MaxReadFrameSize, // the protocol's default: peers that ignore SETTINGS stay right
 		IdleTimeout:                  idle,
 		MaxUploadBufferPerConnection: ConnWindow,
 		MaxUploadBufferPerStream:     StreamWindow,
@@ -138,9 +139,14 @@ func (p *Proxy) ServeConn(listener string, c net.Conn, tls bool) {
 	}
 	p.conns.Add(1)
 	defer p.conns.Done()
-	cs := &connState{proxy: p, listener: listener, conn: c, tls: tls, client: addrOf(c.RemoteAddr())}
+	wc := &watchConn{Conn: c}
+	cs := &connState{proxy: p, listener: listener, conn: wc, tls: tls, client: addrOf(c.RemoteAddr())}
 	cs.clientStr = c.RemoteAddr().String()
-	srv.h2s.ServeConn(c, &http2.ServeConnOpts{BaseConfig: srv.hs, Handler: cs})
+	var served net.Conn = wc
+	if tc, ok := c.(*cryptotls.Conn); ok {
+		served = watchTLSConn{wc, tc} // x/net checks the TLS version and cipher of h2 (RFC 9113 §9.2)
+	}
+	srv.h2s.ServeConn(served, &http2.ServeConnOpts{BaseConfig: srv.hs, Handler: cs})
 }
 
 // Shutdown sends GOAWAY on every connection and waits until their streams finish or ctx ends.
@@ -166,7 +172,7 @@ func (p *Proxy) Shutdown(ctx context.Context) error {
 type connState struct {
 	proxy     *Proxy
 	listener  string
-	conn      net.Conn
+	conn      *watchConn
 	tls       bool
 	client    netip.Addr
 	clientStr string
@@ -179,6 +185,9 @@ type connState struct {
 // clientReset notes one stream the client cancelled before its response was complete, and
 // closes the connection when there were more than MaxClientResetsPerSecond this second.
 func (cs *connState) clientReset() {
+	if cs.conn.gone.Load() {
+		return // the whole connection ended: its streams were not reset one by one
+	}
 	now := time.Now().Unix()
 	if s := cs.resetSec.Load(); s != now && cs.resetSec.CompareAndSwap(s, now) {
 		cs.resets.Store(0)
@@ -188,6 +197,29 @@ func (cs *connState) clientReset() {
 		_ = cs.conn.Close()
 	}
 }
+
+// watchConn notes when reading from the client failed (it closed or vanished), so that the
+// streams cancelled by a connection's end are not counted as resets.
+type watchConn struct {
+	net.Conn
+	gone atomic.Bool
+}
+
+func (c *watchConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if err != nil {
+		c.gone.Store(true)
+	}
+	return n, err
+}
+
+// watchTLSConn is a watchConn over TLS that still shows its TLS state to x/net/http2.
+type watchTLSConn struct {
+	*watchConn
+	tc *cryptotls.Conn
+}
+
+func (c watchTLSConn) ConnectionState() cryptotls.ConnectionState { return c.tc.ConnectionState() }
 
 func addrOf(a net.Addr) netip.Addr {
 	if t, ok := a.(*net.TCPAddr); ok {
