@@ -23,7 +23,7 @@ var h2specDeviations = map[string]string{
 	// x/net/http2 answers a request with a connection-specific field or TE other than trailers
 	// with 400 and ends the stream instead of resetting it; RFC 9113 §8.1.1 lets a server send
 	// a response to a malformed request before closing the stream. It is never forwarded.
-	"http2/8.1.2.2: Sends a HEADERS frame that contains the connection-specific header field":                  "400 instead of RST_STREAM (RFC 9113 §8.1.1 allows a response)",
+	"http2/8.1.2.2: Sends a HEADERS frame that contains the connection-specific header field":                     "400 instead of RST_STREAM (RFC 9113 §8.1.1 allows a response)",
 	`http2/8.1.2.2: Sends a HEADERS frame that contains the TE header field with any value other than "trailers"`: "400 instead of RST_STREAM (RFC 9113 §8.1.1 allows a response)",
 }
 
@@ -151,4 +151,3 @@ func tail(b []byte) string {
 	}
 	return strings.TrimSpace(s)
 }
-

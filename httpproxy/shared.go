@@ -3,9 +3,9 @@ package httpproxy
 import (
 	"context"
 	"crypto/tls"
-	"net"
 	"log/slog"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"net/netip"
 	"time"

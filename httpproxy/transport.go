@@ -31,7 +31,8 @@ func newHostClient(pc *config.Pool, b *upstream.Backend) *fasthttp.HostClient {
 	connect := durationOr(pc.Timeouts.Connect.Duration, config.DefaultConnectTimeout)
 	idle := durationOr(pc.Timeouts.Idle.Duration, config.DefaultBackendIdle)
 	d := &net.Dialer{Timeout: connect, KeepAlive: 30 * time.Second}
-	tc, tlsErr := backendTLS(pc, b) // nil without pool tls
+	// Without pool tls, tc is nil.
+	tc, tlsErr := backendTLS(pc, b)
 	maxConns := b.MaxConns() // the backend's own, else the pool's
 	if maxConns <= 0 {
 		maxConns = math.MaxInt32
