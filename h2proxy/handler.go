@@ -241,7 +241,9 @@ func (e *exchange) deliver(b *upstream.Backend, resp *http.Response) {
 			fl.Flush()
 		}
 	}
-	broken := copyBody(w, resp.Body)
+	// A body of known length is written as it comes and flushed once, when the handler
+	// returns (headers and data in one write); streams are flushed at every read.
+	broken := copyBody(w, resp.Body, e.grpc || resp.ContentLength < 0)
 	_ = resp.Body.Close()
 	failure := broken != nil || (e.route.Include5xx() && resp.StatusCode >= 500)
 	code := resp.StatusCode
@@ -276,14 +278,17 @@ func (e *exchange) deliver(b *upstream.Backend, resp *http.Response) {
 
 var bufPool = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
 
-// copyBody copies a response body to the client, flushing each read, and returns the
-// backend's read error (nil at EOF). A failed client write ends the copy too and returns
-// the write error: the client is gone.
-func copyBody(w http.ResponseWriter, r io.Reader) error {
+// copyBody copies a response body to the client, flushing each read when flush is set, and
+// returns the backend's read error (nil at EOF). A failed client write ends the copy too and
+// returns the write error: the client is gone.
+func copyBody(w http.ResponseWriter, r io.Reader, flush bool) error {
 	bp := bufPool.Get().(*[]byte)
 	defer bufPool.Put(bp)
 	buf := *bp
-	fl, _ := w.(http.Flusher)
+	var fl http.Flusher
+	if flush {
+		fl, _ = w.(http.Flusher)
+	}
 	for {
 		n, err := r.Read(buf)
 		if n > 0 {

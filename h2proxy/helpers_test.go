@@ -24,7 +24,7 @@ import (
 )
 
 // start loads yaml and starts a Ballast server, shut down at cleanup.
-func start(t *testing.T, yaml string) *server.Server {
+func start(t testing.TB, yaml string) *server.Server {
 	t.Helper()
 	file := filepath.Join(t.TempDir(), "ballast.yaml")
 	if err := os.WriteFile(file, []byte(yaml), 0o600); err != nil {
@@ -59,7 +59,7 @@ func h2c() *http.Client {
 }
 
 // h2cServer serves h with HTTP/2 cleartext (prior knowledge) and HTTP/1.1 on a loopback port.
-func h2cServer(t *testing.T, h http.Handler) string {
+func h2cServer(t testing.TB, h http.Handler) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
