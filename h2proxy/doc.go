@@ -23,7 +23,10 @@
 //     resets the client stream (for gRPC: ends it with grpc-status 14 instead).
 //   - Retries go to another backend within retries.attempts and the budget: after a failed
 //     connect for any method; after other failures before response headers only for idempotent
-//     methods and only when no byte of the request body was read. Hedging is not done here.
+//     methods and only when no byte of the request body was read.
+//   - Hedging (hedge.delay > 0) for idempotent requests without a body, as in the HTTP/1 plane:
+//     a copy to another backend each time the delay passes without response headers, up to
+//     hedge.max_hedges within the budget; the first response wins, the others are cancelled.
 //   - Timeouts: timeouts.response bounds the wait for response headers (504); a gRPC request's
 //     grpc-timeout is its deadline instead, for the whole call.
 //   - gRPC (content-type application/grpc…): every failure Ballast answers itself is a

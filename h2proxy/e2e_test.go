@@ -252,3 +252,38 @@ pools: [{name: p, protocol: h2c, backends: [{address: %s}]}]
 		t.Errorf("a backend reset mid-body reached the client as a complete body %q", b)
 	}
 }
+
+// Hedging: with a slow and a fast backend, every GET is answered by the fast one soon after
+// hedge.delay, and the slow backend's copy is cancelled.
+func TestHedging(t *testing.T) {
+	slowCancelled := make(chan struct{}, 16)
+	slow := h2cServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-r.Context().Done():
+			slowCancelled <- struct{}{}
+		case <-time.After(10 * time.Second):
+		}
+	}))
+	fast := h2cServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "fast") }))
+	s := start(t, fmt.Sprintf(`
+listeners: [{name: in, address: "127.0.0.1:0", h2c: true}]
+pools: [{name: p, protocol: h2c, hedge: {delay: 50ms}, backends: [{address: %s}, {address: %s}]}]
+`, slow, fast))
+	for i := range 4 {
+		begin := time.Now()
+		resp, err := h2c().Get("http://" + s.Addr("in").String() + "/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || string(b) != "fast" || time.Since(begin) > 5*time.Second {
+			t.Errorf("GET %d: %d %q after %v, want fast well before the slow backend's 10 s", i, resp.StatusCode, b, time.Since(begin))
+		}
+	}
+	select {
+	case <-slowCancelled:
+	case <-time.After(5 * time.Second):
+		t.Error("the slow backend's copy was never cancelled")
+	}
+}

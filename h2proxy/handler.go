@@ -20,6 +20,9 @@ import (
 // timeouts.response.
 var errResponseTimeout = errors.New("no response headers within timeouts.response")
 
+// errNoTransport: the backend's transport could not be built (see attachTransports).
+var errNoTransport = errors.New("backend transport not available")
+
 // ServeHTTP proxies one stream.
 func (cs *connState) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	p := cs.proxy
@@ -75,6 +78,10 @@ func (e *exchange) forward(key uint64) {
 	body := &replayBody{}
 	if e.r.Body != nil && e.r.Body != http.NoBody && e.r.ContentLength != 0 {
 		body.r = e.r.Body
+	}
+	if e.route.HedgeDelay() > 0 && body.r == nil && httpproxy.Idempotent(e.r.Method) {
+		e.hedged(key)
+		return
 	}
 	var tried balance.Tried
 	for try := 1; ; try++ {

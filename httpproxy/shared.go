@@ -75,6 +75,21 @@ func (r Route) SpendRetry() bool {
 	return true
 }
 
+// HedgeDelay is hedge.delay (0 = off) and MaxHedges hedge.max_hedges, clamped.
+func (r Route) HedgeDelay() time.Duration { return r.ps.hedgeDelay }
+
+// MaxHedges is hedge.max_hedges, clamped.
+func (r Route) MaxHedges() int { return r.ps.maxHedges }
+
+// SpendHedge takes one hedge from the pool's retry budget and counts it; false when spent.
+func (r Route) SpendHedge() bool {
+	if !r.ps.budget.spend(coarseUnix()) {
+		return false
+	}
+	r.ps.counters.hedges.Add(1)
+	return true
+}
+
 // ConnectFailed takes b out of rotation for a second after it refused a connection, as the
 // HTTP/1 plane does (see connectFailed).
 func (r Route) ConnectFailed(b *upstream.Backend) { r.ps.connectFailed(b) }
