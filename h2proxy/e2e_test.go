@@ -287,3 +287,54 @@ pools: [{name: p, protocol: h2c, hedge: {delay: 50ms}, backends: [{address: %s},
 		t.Error("the slow backend's copy was never cancelled")
 	}
 }
+
+// HTTP/2 streams count in the same metrics as HTTP/1 requests: responses by class per backend
+// and retries per pool, read from the admin listener's /metrics.
+func TestMetricsCountBothPlanes(t *testing.T) {
+	dead, _ := net.Listen("tcp", "127.0.0.1:0")
+	deadAddr := dead.Addr().String()
+	dead.Close()
+	live := h2cServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "ok") }))
+	s := start(t, fmt.Sprintf(`
+listeners: [{name: in, address: "127.0.0.1:0", h2c: true}]
+admin: {address: "127.0.0.1:0"}
+pools: [{name: p, protocol: h2c, backends: [{address: %s, name: live}, {address: %s, name: dead}]}]
+`, live, deadAddr))
+	base := "http://" + s.Addr("in").String() + "/"
+	for _, c := range []*http.Client{h2c(), {Timeout: 10 * time.Second}} { // HTTP/2, then HTTP/1.1
+		for range 3 {
+			resp, err := c.Get(base)
+			if err != nil {
+				t.Fatal(err)
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != 200 {
+				t.Fatalf("status %d", resp.StatusCode)
+			}
+		}
+	}
+	resp, err := http.Get("http://" + s.AdminAddr() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	metrics := string(b)
+	if !strings.Contains(metrics, `ballast_backend_responses_total{backend="live",class="2xx",pool="p"} 6`) {
+		t.Errorf("2xx of live is not 6 (3 HTTP/2 + 3 HTTP/1.1):\n%s", grep(metrics, "responses_total"))
+	}
+	if !strings.Contains(metrics, `ballast_pool_retries_total{pool="p"} `) || strings.Contains(metrics, `ballast_pool_retries_total{pool="p"} 0`) {
+		t.Errorf("retries after the dead backend's connect failure not counted:\n%s", grep(metrics, "retries_total"))
+	}
+}
+
+func grep(s, sub string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}
