@@ -133,31 +133,41 @@ func (f *front) dispatch(c net.Conn, h1 *chanListener) {
 		h1.push(tc)
 		return
 	}
-	// h2c: read until the bytes leave the preface or complete it. An HTTP/1 request differs
-	// within its first two bytes (no method is "PR…" but PRI, which HTTP/1 servers refuse).
+	prefix, h2, err := sniffPreface(c)
+	if err != nil {
+		_ = c.Close()
+		return
+	}
+	_ = c.SetReadDeadline(time.Time{})
+	pc := &prefixConn{Conn: c, prefix: prefix}
+	if h2 {
+		f.h2.ServeConn(f.listener, pc, false)
+		return
+	}
+	h1.push(pc)
+}
+
+// sniffPreface reads from c until the bytes leave the HTTP/2 client preface or complete it,
+// and returns what it read. An HTTP/1 request differs within its first two bytes (no method is
+// "PR…" but PRI, which HTTP/1 servers refuse). err is set only when nothing could be read;
+// a connection that ends inside the preface is HTTP/1 (it gets its 400).
+func sniffPreface(c io.Reader) (prefix []byte, h2 bool, err error) {
 	buf := make([]byte, len(http2Preface))
 	n := 0
 	for n < len(buf) {
 		m, err := c.Read(buf[n:])
 		n += m
 		if !bytes.Equal(buf[:n], http2Preface[:n]) {
-			break
+			return buf[:n], false, nil
 		}
 		if err != nil {
-			if n == 0 || err != io.EOF {
-				_ = c.Close()
-				return
+			if n == 0 {
+				return nil, false, err
 			}
-			break
+			return buf[:n], false, nil
 		}
 	}
-	_ = c.SetReadDeadline(time.Time{})
-	pc := &prefixConn{Conn: c, prefix: buf[:n]}
-	if n == len(http2Preface) && bytes.Equal(buf, http2Preface) {
-		f.h2.ServeConn(f.listener, pc, false)
-		return
-	}
-	h1.push(pc)
+	return buf, true, nil
 }
 
 // prefixConn replays bytes already read from a connection before reading on.
