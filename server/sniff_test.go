@@ -165,4 +165,3 @@ pools: [{name: p, backends: [{address: %s}]}]
 		}
 	}
 }
-
