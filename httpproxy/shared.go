@@ -192,3 +192,9 @@ func handshake(c net.Conn, cfg *tls.Config, timeout time.Duration) (net.Conn, er
 	_ = c.SetDeadline(time.Time{})
 	return tc, nil
 }
+
+// RawConn gives another accept loop (package server's TLS and h2c front) the raw-I/O client
+// connection fasthttp's own listeners get (rawio.go): reads and writes as raw system calls,
+// read deadlines armed lazily. At most one reader and one writer at a time, as crypto/tls and
+// x/net/http2 use a connection.
+func RawConn(c net.Conn) net.Conn { return newRawConn(c) }

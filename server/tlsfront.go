@@ -12,6 +12,7 @@ import (
 
 	"ballast/config"
 	"ballast/h2proxy"
+	"ballast/httpproxy"
 	"ballast/tlsconf"
 )
 
@@ -103,7 +104,7 @@ func (f *front) serve(ln net.Listener, serveHTTP1 func(net.Listener) error) erro
 				h1.Close()
 				return
 			}
-			go f.dispatch(c, h1)
+			go f.dispatch(httpproxy.RawConn(c), h1) // the fast path fasthttp's listeners have
 		}
 	}()
 	err := serveHTTP1(h1)
