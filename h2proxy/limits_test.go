@@ -4,11 +4,15 @@ package h2proxy_test
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -17,7 +21,9 @@ import (
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
 
+	"ballast/config"
 	"ballast/h2proxy"
+	"ballast/server"
 )
 
 // rawH2 is a client connection driven frame by frame.
@@ -298,4 +304,58 @@ done:
 		t.Errorf("disconnected after only %d resets, under the limit of %d per second", resets, h2proxy.MaxClientResetsPerSecond)
 	}
 	t.Logf("disconnected after %d resets in waves of 100", resets)
+}
+
+// Shutdown sends GOAWAY on open HTTP/2 connections, lets a running stream finish, and returns.
+func TestShutdownDrainsHTTP2(t *testing.T) {
+	release := make(chan struct{})
+	backend := h2cServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		<-release
+		io.WriteString(w, "done")
+	}))
+	file := filepath.Join(t.TempDir(), "b.yaml")
+	os.WriteFile(file, []byte(fmt.Sprintf(`
+listeners: [{name: in, address: "127.0.0.1:0", h2c: true}]
+pools: [{name: p, protocol: h2c, backends: [{address: %s}]}]
+`, backend)), 0o600)
+	cfg, err := config.Load(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := server.Start(cfg, server.Options{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := dialRaw(t, s.Addr("in").String())
+	if err := r.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: headerBlock("/"), EndStream: true, EndHeaders: true}); err != nil {
+		t.Fatal(err)
+	}
+	shut := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		shut <- s.Shutdown(ctx)
+	}()
+	var goaway, answered bool
+	_ = r.readUntil(func(f http2.Frame) bool {
+		switch f := f.(type) {
+		case *http2.GoAwayFrame:
+			goaway = true
+			close(release) // the running stream may finish now
+		case *http2.DataFrame:
+			answered = answered || string(f.Data()) == "done"
+		}
+		return false
+	})
+	if !goaway || !answered {
+		t.Errorf("goaway %v, running stream answered %v", goaway, answered)
+	}
+	select {
+	case err := <-shut:
+		if err != nil {
+			t.Errorf("Shutdown: %v", err)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("Shutdown did not return")
+	}
 }

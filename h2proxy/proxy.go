@@ -80,7 +80,8 @@ func (p *Proxy) Swap(cfg *config.Config, pools map[string]*upstream.Pool, routes
 	return nil
 }
 
-// server returns the listener's HTTP/2 server, building it on first use.
+// server returns the listener's HTTP/2 server, building it on first use, and counts one
+// connection in p.conns (under the mutex, so that Shutdown's Wait never races an Add).
 func (p *Proxy) server(l *config.Listener) (*listenerServer, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -88,6 +89,7 @@ func (p *Proxy) server(l *config.Listener) (*listenerServer, error) {
 		return nil, errors.New("h2proxy: shut down")
 	}
 	if s := p.servers[l.Name]; s != nil {
+		p.conns.Add(1)
 		return s, nil
 	}
 	maxHdr := l.MaxHeaderBytes
@@ -118,6 +120,7 @@ func (p *Proxy) server(l *config.Listener) (*listenerServer, error) {
 	}
 	s := &listenerServer{hs: hs, h2s: h2s}
 	p.servers[l.Name] = s
+	p.conns.Add(1)
 	return s, nil
 }
 
@@ -139,7 +142,6 @@ func (p *Proxy) ServeConn(listener string, c net.Conn, tls bool) {
 		_ = c.Close()
 		return
 	}
-	p.conns.Add(1)
 	defer p.conns.Done()
 	wc := &watchConn{Conn: c}
 	cs := &connState{proxy: p, listener: listener, conn: wc, tls: tls, client: addrOf(c.RemoteAddr())}
