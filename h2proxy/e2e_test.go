@@ -5,13 +5,19 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"ballast/config"
+	"ballast/server"
 )
 
 // The pool's protocol decides how an HTTP/2 client's request reaches the backend: HTTP/1.1,
@@ -338,3 +344,56 @@ func grep(s, sub string) string {
 	}
 	return strings.Join(out, "\n")
 }
+
+// HTTP/2 streams are written to the access log with the HTTP/1 plane's keys, plus proto.
+func TestAccessLog(t *testing.T) {
+	backend := h2cServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(201) }))
+	file := filepath.Join(t.TempDir(), "b.yaml")
+	os.WriteFile(file, []byte(fmt.Sprintf(`
+listeners: [{name: in, address: "127.0.0.1:0", h2c: true}]
+logging: {access: true}
+pools: [{name: p, protocol: h2c, backends: [{address: %s, name: b1}]}]
+`, backend)), 0o600)
+	cfg, err := config.Load(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var buf strings.Builder
+	logger := slog.New(slog.NewJSONHandler(writerFunc(func(p []byte) (int, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		return buf.Write(p)
+	}), nil))
+	s, err := server.Start(cfg, server.Options{Logger: logger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		s.Shutdown(ctx)
+	}()
+	resp, err := h2c().Get("http://" + s.Addr("in").String() + "/logged?q=1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	waitFor(t, 5*time.Second, "the access-log line", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return strings.Contains(buf.String(), `"msg":"access"`)
+	})
+	mu.Lock()
+	line := grep(buf.String(), `"msg":"access"`)
+	mu.Unlock()
+	for _, want := range []string{`"listener":"in"`, `"method":"GET"`, `"uri":"/logged?q=1"`, `"status":201`, `"pool":"p"`, `"backend":"b1"`, `"proto":"HTTP/2.0"`} {
+		if !strings.Contains(line, want) {
+			t.Errorf("access line lacks %s: %s", want, line)
+		}
+	}
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
