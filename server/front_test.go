@@ -214,3 +214,74 @@ pools: [{name: p, backends: [{address: %s}]}]
 		t.Error("a listener without h2c answered HTTP/2 with prior knowledge")
 	}
 }
+
+// Session resumption is on, and tickets issued before a certificate reload still resume.
+func TestTLSSessionResumption(t *testing.T) {
+	dir := t.TempDir()
+	cert, key := writeCert(t, dir, "a", 1)
+	s, _ := startFile(t, fmt.Sprintf(`
+listeners: [{name: web, address: "127.0.0.1:0", tls: {cert: %s, key: %s}}]
+pools: [{name: p, backends: [{address: %s}]}]
+`, cert, key, protoBackend(t, "b1")))
+	addr := s.Addr("web").String()
+	cache := tls.NewLRUClientSessionCache(8)
+	dial := func() bool {
+		c, err := tls.Dial("tcp", addr, &tls.Config{InsecureSkipVerify: true, ClientSessionCache: cache, ServerName: "localhost", NextProtos: []string{"http/1.1"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		// TLS 1.3 tickets arrive after the handshake: a request and its answer bring them in.
+		fmt.Fprintf(c, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+		buf := make([]byte, 512)
+		c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		if _, err := c.Read(buf); err != nil {
+			t.Fatal(err)
+		}
+		return c.ConnectionState().DidResume
+	}
+	if dial() {
+		t.Fatal("the first connection resumed")
+	}
+	if !dial() {
+		t.Error("the second connection did not resume a session")
+	}
+	writeCert(t, dir, "a", 2)
+	if err := s.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	if !dial() {
+		t.Error("a ticket from before the reload did not resume")
+	}
+}
+
+// tls.ciphers narrows the TLS 1.2 suites: a TLS 1.2 client offering only another suite is
+// refused, one offering a listed suite gets it.
+func TestTLSCiphers(t *testing.T) {
+	dir := t.TempDir()
+	cert, key := writeCert(t, dir, "a", 1)
+	s, _ := startFile(t, fmt.Sprintf(`
+listeners: [{name: web, address: "127.0.0.1:0", tls: {cert: %s, key: %s, ciphers: [TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256]}}]
+pools: [{name: p, backends: [{address: %s}]}]
+`, cert, key, protoBackend(t, "b1")))
+	addr := s.Addr("web").String()
+	tests := []struct {
+		suite uint16
+		ok    bool
+	}{
+		{tls.TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256, true},
+		{tls.TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256, false},
+	}
+	for _, tt := range tests {
+		c, err := tls.Dial("tcp", addr, &tls.Config{InsecureSkipVerify: true, MaxVersion: tls.VersionTLS12, CipherSuites: []uint16{tt.suite}})
+		if (err == nil) != tt.ok {
+			t.Errorf("suite %s: err %v, want ok=%v", tls.CipherSuiteName(tt.suite), err, tt.ok)
+		}
+		if err == nil {
+			if got := c.ConnectionState().CipherSuite; got != tt.suite {
+				t.Errorf("negotiated %s", tls.CipherSuiteName(got))
+			}
+			c.Close()
+		}
+	}
+}
