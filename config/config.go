@@ -29,8 +29,10 @@ type Listener struct {
 	// Interface instead of a proxy: the address is the VIP and no socket is bound (config/xdp.go).
 	Forwarding string `yaml:"forwarding,omitempty"`
 	Interface  string `yaml:"interface,omitempty"`
-	// TLS, when set, terminates TLS on this listener.
+	// TLS, when set, terminates TLS on this listener; ALPN offers h2 and http/1.1.
 	TLS *TLS `yaml:"tls,omitempty"`
+	// H2C accepts HTTP/2 with prior knowledge (cleartext) on a plain http listener, besides HTTP/1.
+	H2C bool `yaml:"h2c,omitempty"`
 	// ReadHeaderTimeout bounds how long a client may take to send its request headers (slowloris).
 	ReadHeaderTimeout Duration `yaml:"read_header_timeout"`
 	// IdleTimeout closes a client keep-alive connection that sent nothing for this long; on tcp
@@ -46,8 +48,20 @@ type Listener struct {
 	ListenerPolicy `yaml:",inline"`
 }
 
-// TLS names a certificate and key in PEM files.
+// TLS names a listener's certificates (PEM files) and its protocol policy. The files are
+// read again on every reload.
 type TLS struct {
+	Cert string `yaml:"cert"` // the default certificate chain
+	Key  string `yaml:"key"`
+	// Certificates are more certificates; each is chosen when the client's SNI names one of
+	// the certificate's names (its DNS SANs), else Cert/Key is used.
+	Certificates []Certificate `yaml:"certificates,omitempty"`
+	MinVersion   string        `yaml:"min_version"`       // "1.2" (default) or "1.3"
+	Ciphers      []string      `yaml:"ciphers,omitempty"` // TLS 1.2 suites by name; default Go's secure list
+}
+
+// Certificate is a certificate chain and its private key in PEM files.
+type Certificate struct {
 	Cert string `yaml:"cert"`
 	Key  string `yaml:"key"`
 }
@@ -93,6 +107,12 @@ type Pool struct {
 	Timeouts  Timeouts  `yaml:"timeouts"`
 	KeepAlive KeepAlive `yaml:"keepalive"`
 
+	// Protocol is what the pool speaks to its backends: http1 (default), h2 (HTTP/2 over TLS)
+	// or h2c (HTTP/2 with prior knowledge, cleartext).
+	Protocol string `yaml:"protocol,omitempty"`
+	// TLS, when set, connects to the backends over TLS.
+	TLS *BackendTLS `yaml:"tls,omitempty"`
+
 	// SendProxy prefixes each connection to a backend of a tcp pool with a PROXY protocol header
 	// carrying the client's address: v1 (text) or v2 (binary); empty sends none.
 	SendProxy string `yaml:"send_proxy,omitempty"`
@@ -106,6 +126,16 @@ type Pool struct {
 	Outlier   Outlier     `yaml:"outlier"`
 	// Sticky keeps a client on one backend with a cookie (policy.go).
 	Sticky *Sticky `yaml:"sticky,omitempty"`
+}
+
+// BackendTLS is how Ballast connects to a pool's backends over TLS.
+type BackendTLS struct {
+	CA         string `yaml:"ca"`          // PEM file of CAs to trust; empty = the system roots
+	ServerName string `yaml:"server_name"` // name to verify and send as SNI; default the backend's host
+	// InsecureSkipVerify accepts any certificate: only for tests, and only when written.
+	InsecureSkipVerify bool   `yaml:"insecure_skip_verify,omitempty"`
+	Cert               string `yaml:"cert"` // client certificate for mTLS (with Key)
+	Key                string `yaml:"key"`
 }
 
 // HashKey selects the request attribute hash balancers map to a backend.
@@ -155,7 +185,8 @@ type KeepAlive struct {
 
 // HealthCheck is the pool's active check; Interval 0 turns it off.
 type HealthCheck struct {
-	Type         string   `yaml:"type"` // http | tcp
+	Type         string   `yaml:"type"`              // http | tcp | grpc
+	Service      string   `yaml:"service,omitempty"` // grpc: the grpc.health.v1 service name; empty = the server
 	Method       string   `yaml:"method"`
 	Path         string   `yaml:"path"`
 	Host         string   `yaml:"host"`

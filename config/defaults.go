@@ -74,6 +74,7 @@ func (d *decoder) defaults(c *Config) {
 		}
 		d.poolDefaults(&c.Pools[i], p)
 	}
+	d.tlsDefaults(c)
 	if c.Logging.Level == "" {
 		c.Logging.Level = "info"
 	}

@@ -97,6 +97,7 @@ func (d *decoder) validateListenerProtocol(l Listener, p string, fail func(path,
 		set bool
 	}{
 		{"tls", l.TLS != nil},
+		{"h2c", l.H2C},
 		{"max_header_bytes", l.MaxHeaderBytes != 0},
 		{"max_keepalive_requests", l.MaxKeepAliveRequests != 0},
 		{"expose_backend", l.ExposeBackend},

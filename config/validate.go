@@ -21,7 +21,7 @@ var (
 	hashSources = []string{"source_ip", "uri", "header", "cookie"}
 	logLevels   = []string{"debug", "info", "warn", "error"}
 	logFormats  = []string{"text", "json"}
-	checkTypes  = []string{"http", "tcp"}
+	checkTypes  = []string{"http", "tcp", "grpc"}
 )
 
 // validate checks every field and every combination, recording all problems.
@@ -60,11 +60,7 @@ func (d *decoder) validate(c *Config) {
 		if l.MaxKeepAliveRequests < 0 {
 			fail(p+".max_keepalive_requests", "must be 0 (unlimited) or more, got %d", l.MaxKeepAliveRequests)
 		}
-		if l.TLS != nil && (l.TLS.Cert == "") != (l.TLS.Key == "") {
-			fail(p+".tls", "set both cert and key (PEM files), or leave out tls")
-		} else if l.TLS != nil && l.TLS.Cert == "" {
-			fail(p+".tls", "tls needs cert and key (PEM files)")
-		}
+		d.validateListenerTLS(l, p, fail)
 	}
 
 	pools := map[string]bool{}
@@ -253,6 +249,7 @@ func (d *decoder) validatePool(pl *Pool, p string, l4 bool, fail func(path, form
 		fail(p+".keepalive.max_requests", "must be 0 (unlimited) or more, got %d", pl.KeepAlive.MaxRequests)
 	}
 	d.validateHealth(pl.Health, p+".health_check", fail)
+	d.validateBackendTLS(pl, p, l4, fail)
 
 	o := pl.Outlier
 	op := p + ".outlier"
@@ -290,10 +287,14 @@ func (d *decoder) validateHealth(h HealthCheck, hp string, fail func(path, forma
 		fail(hp+".type", "unknown type %q (valid: %s)", h.Type, strings.Join(checkTypes, ", "))
 		return
 	}
-	if h.Type == "tcp" {
+	if h.Type != "grpc" && h.Service != "" {
+		fail(hp+".service", "service names a grpc.health.v1 service; it needs type: grpc")
+	}
+	if h.Type == "tcp" || h.Type == "grpc" {
+		what := map[string]string{"tcp": "a tcp check only connects", "grpc": "a grpc check calls grpc.health.v1.Health/Check"}[h.Type]
 		for _, kv := range [][2]string{{"method", h.Method}, {"path", h.Path}, {"host", h.Host}, {"expect_status", h.ExpectStatus}, {"expect_body", h.ExpectBody}} {
 			if kv[1] != "" {
-				fail(hp+"."+kv[0], "a tcp check only connects; %s needs type: http", kv[0])
+				fail(hp+"."+kv[0], "%s; %s needs type: http", what, kv[0])
 			}
 		}
 	} else {

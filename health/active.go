@@ -138,7 +138,13 @@ type probeResult struct {
 }
 
 func newActive(m *Monitor, r *poolRun) (*active, error) {
-	pr, err := NewProber(r.hc)
+	var pr Prober
+	var err error
+	if r.hc.Type == "grpc" {
+		pr, err = newGRPCProber(r.hc, r.via)
+	} else {
+		pr, err = NewProber(r.hc)
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -1,8 +1,10 @@
 // Package health decides which backends are fit to take traffic, actively and passively.
 //
 // Active checks probe every backend of a pool that has health_check.interval set: an HTTP
-// request (method, path, Host, expected status ranges, optional body substring) or a TCP
-// connect, each bounded by health_check.timeout. A backend goes down after fall consecutive
+// request (method, path, Host, expected status ranges, optional body substring), a TCP
+// connect, or a gRPC call to grpc.health.v1.Health/Check for health_check.service over the
+// pool's protocol (h2 with the pool's tls, or h2c) that must answer SERVING (grpc.go), each
+// on a fresh connection and bounded by health_check.timeout. A backend goes down after fall consecutive
 // failures and comes back after rise consecutive successes (HAProxy's rise/fall), and is
 // probed every interval while up and every down_interval while down. The first probe of each
 // backend is at a random point of its first interval, so that many Ballasts (or many pools)

@@ -86,6 +86,7 @@ type poolRun struct {
 	name   string
 	pool   atomic.Pointer[upstream.Pool]
 	hc     config.HealthCheck
+	via    grpcVia // how a grpc check reaches the backends
 	out    config.Outlier
 	cancel context.CancelFunc
 	kick   chan struct{}
@@ -123,7 +124,7 @@ func (m *Monitor) Update(pools map[string]*upstream.Pool, cfgs []config.Pool) {
 		}
 		seen[pc.Name] = true
 		if r := m.runs[pc.Name]; r != nil {
-			if r.hc == pc.Health && r.out == pc.Outlier {
+			if r.hc == pc.Health && r.out == pc.Outlier && r.via == viaOf(pc) {
 				r.pool.Store(p)
 				r.wake()
 				continue
@@ -135,7 +136,7 @@ func (m *Monitor) Update(pools map[string]*upstream.Pool, cfgs []config.Pool) {
 			continue
 		}
 		ctx, cancel := context.WithCancel(m.ctx)
-		r := &poolRun{name: pc.Name, hc: pc.Health, out: pc.Outlier, cancel: cancel, kick: make(chan struct{}, 1)}
+		r := &poolRun{name: pc.Name, hc: pc.Health, via: viaOf(pc), out: pc.Outlier, cancel: cancel, kick: make(chan struct{}, 1)}
 		r.pool.Store(p)
 		m.runs[pc.Name] = r
 		if pc.Health.Interval.Duration > 0 {

@@ -24,6 +24,8 @@ func newHostClient(pc *config.Pool, b *upstream.Backend) *fasthttp.HostClient {
 	connect := durationOr(pc.Timeouts.Connect.Duration, config.DefaultConnectTimeout)
 	idle := durationOr(pc.Timeouts.Idle.Duration, config.DefaultBackendIdle)
 	d := &net.Dialer{Timeout: connect, KeepAlive: 30 * time.Second}
+	// Without pool tls, tc is nil.
+	tc, tlsErr := backendTLS(pc, b)
 	maxConns := b.MaxConns() // the backend's own, else the pool's
 	if maxConns <= 0 {
 		maxConns = math.MaxInt32
@@ -35,9 +37,15 @@ func newHostClient(pc *config.Pool, b *upstream.Backend) *fasthttp.HostClient {
 	return &fasthttp.HostClient{
 		Addr: b.Address,
 		Dial: func(addr string) (net.Conn, error) {
+			if tlsErr != nil {
+				return nil, tlsErr // never fall back to cleartext
+			}
 			c, err := d.Dial("tcp", addr)
 			if err != nil {
 				return nil, err
+			}
+			if tc != nil {
+				return handshake(c, tc, connect)
 			}
 			return newDeadlineConn(c), nil
 		},

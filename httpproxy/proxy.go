@@ -389,10 +389,11 @@ func (p *Proxy) Serve(listener string, ln net.Listener) error {
 	}
 	p.servers = append(p.servers, srv)
 	p.mu.Unlock()
+	_, tlsDone := ln.(tlsTerminated)   // a TLS front (server) already terminated TLS
 	ln = sockio.Listener{Listener: ln} // client sockets read and written with raw calls: see sockio.IO
 	// Policy: max_conns_per_client (ratelimit.go).
 	ln = ls.limitConns(ln)
-	if lc.TLS != nil {
+	if lc.TLS != nil && !tlsDone {
 		err = srv.ServeTLS(ln, lc.TLS.Cert, lc.TLS.Key)
 	} else {
 		err = srv.Serve(ln)

@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"net"
 	"sync"
 
 	"ballast/admin"
 	"ballast/config"
+	"ballast/h2proxy"
 	"ballast/httpproxy"
 	"ballast/proxyproto"
 	"ballast/upstream"
@@ -39,7 +41,9 @@ type httpPlane struct {
 	cfg *config.Config
 	// pp holds the PROXY protocol readers of each accept_proxy listener's sockets, by name
 	// (a reload that moves a listener gives it a new socket), so that its count never goes back.
-	pp map[string][]*proxyproto.Listener
+	pp     map[string][]*proxyproto.Listener
+	h2     *h2proxy.Proxy // gets the HTTP/2 connections of TLS and h2c listeners
+	fronts fronts         // TLS certificates and the fronts of TLS and h2c listeners
 }
 
 func (p *httpPlane) Name() string { return "http" }
@@ -59,6 +63,10 @@ func (p *httpPlane) Listeners(cfg *config.Config) []config.Listener {
 // the pools that serve http.
 func (p *httpPlane) Swap(cfg *config.Config, pools map[string]*upstream.Pool) error {
 	hc := httpPart(cfg)
+	commitTLS, err := p.fronts.prepare(hc)
+	if err != nil {
+		return err
+	}
 	if p.proxy != nil {
 		if err := p.proxy.Swap(hc, pools); err != nil {
 			return err
@@ -70,6 +78,7 @@ func (p *httpPlane) Swap(cfg *config.Config, pools map[string]*upstream.Pool) er
 		}
 		p.proxy = px
 	}
+	commitTLS()
 	p.mu.Lock()
 	p.cfg = hc
 	p.mu.Unlock()
@@ -120,6 +129,9 @@ func (p *httpPlane) Serve(listener string, sock Socket) error {
 		}
 	}
 	p.mu.Unlock()
+	if f := p.fronts.front(listener, p.h2); f != nil { // TLS and h2c: ALPN or preface decides the plane
+		return f.serve(ln, func(h1 net.Listener) error { return p.proxy.Serve(listener, h1) })
+	}
 	return p.proxy.Serve(listener, ln)
 }
 

@@ -11,6 +11,7 @@ import (
 
 	"ballast/admin"
 	"ballast/config"
+	"ballast/h2proxy"
 	"ballast/health"
 	"ballast/upstream"
 )
@@ -60,8 +61,9 @@ func Start(cfg *config.Config, o Options) (*Server, error) {
 	s.ops = admin.New(o.Logger)
 	s.health = health.New(ctx, s.ops.HealthOptions())
 	s.ops.Watch(s.health)
-	http, l4 := &httpPlane{logger: o.Logger}, newL4Plane(o.Logger)
-	s.planes = []Plane{http, l4}
+	http := &httpPlane{logger: o.Logger, h2: h2proxy.New(o.Logger)}
+	l4 := newL4Plane(o.Logger)
+	s.planes = []Plane{http, &h2Plane{http: http, proxy: http.h2}, l4}
 	s.ops.Count(http)
 	xdp := newXDPPlane(o.Logger) // the XDP directors (server/xdpplane.go)
 	s.planes = append(s.planes, xdp)

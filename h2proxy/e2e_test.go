@@ -1,0 +1,399 @@
+package h2proxy_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"ballast/config"
+	"ballast/server"
+)
+
+// The pool's protocol decides how an HTTP/2 client's request reaches the backend: HTTP/1.1,
+// HTTP/2 with prior knowledge, or HTTP/2 over TLS (verified against the pool's CA).
+func TestBackendProtocols(t *testing.T) {
+	echo := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, "%s tls=%v %s %s", r.Proto, r.TLS != nil, r.Host, r.URL.RequestURI())
+	})
+	plain := h2cServer(t, echo)
+	tlsAddr, ca := tlsServer(t, echo)
+	tests := []struct{ protocol, extra, addr, want string }{
+		{"http1", "", plain, "HTTP/1.1 tls=false"},
+		{"h2c", "", plain, "HTTP/2.0 tls=false"},
+		{"h2", "tls: {ca: " + ca + "}", tlsAddr, "HTTP/2.0 tls=true"},
+		{"http1", "tls: {ca: " + ca + ", server_name: localhost}", tlsAddr, "HTTP/1.1 tls=true"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.protocol+"/"+tt.extra, func(t *testing.T) {
+			s := start(t, fmt.Sprintf(`
+listeners: [{name: in, address: "127.0.0.1:0", h2c: true}]
+pools:
+  - name: p
+    protocol: %s
+    %s
+    backends: [{address: %s}]
+`, tt.protocol, tt.extra, tt.addr))
+			resp, err := h2c().Get("http://" + s.Addr("in").String() + "/a/b?c=d")
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			want := tt.want + " " + s.Addr("in").String() + " /a/b?c=d"
+			if resp.StatusCode != 200 || string(b) != want {
+				t.Errorf("got %d %q, want %q", resp.StatusCode, b, want)
+			}
+		})
+	}
+}
+
+// Bodies stream both ways at once (the backend echoes each line as it arrives, the client
+// sends the next line only after reading the echo) and trailers pass both ways.
+func TestFullDuplexStreamingAndTrailers(t *testing.T) {
+	backend := h2cServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Trailer", "X-Lines")
+		w.WriteHeader(200)
+		rc := http.NewResponseController(w)
+		_ = rc.EnableFullDuplex()
+		_ = rc.Flush()
+		sc := bufio.NewScanner(r.Body)
+		n := 0
+		for sc.Scan() {
+			n++
+			fmt.Fprintf(w, "echo %s\n", sc.Text())
+			_ = rc.Flush()
+		}
+		w.Header().Set("X-Lines", fmt.Sprint(n))
+		w.Header().Set(http.TrailerPrefix+"X-Request-Trailer", r.Trailer.Get("X-Client-Sum"))
+	}))
+	s := start(t, fmt.Sprintf(`
+listeners: [{name: in, address: "127.0.0.1:0", h2c: true}]
+pools: [{name: p, protocol: h2c, backends: [{address: %s}]}]
+`, backend))
+	pr, pw := io.Pipe()
+	req, _ := http.NewRequest("POST", "http://"+s.Addr("in").String()+"/echo", pr)
+	req.Trailer = http.Header{"X-Client-Sum": nil}
+	resp, err := h2c().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	rd := bufio.NewReader(resp.Body)
+	for i := range 3 {
+		fmt.Fprintf(pw, "line%d\n", i)
+		got, err := rd.ReadString('\n')
+		if err != nil || got != fmt.Sprintf("echo line%d\n", i) {
+			t.Fatalf("echo %d: %q %v (the body did not stream)", i, got, err)
+		}
+	}
+	req.Trailer.Set("X-Client-Sum", "42")
+	pw.Close()
+	if rest, _ := io.ReadAll(rd); len(rest) != 0 {
+		t.Errorf("unexpected tail %q", rest)
+	}
+	if resp.Trailer.Get("X-Lines") != "3" {
+		t.Errorf("response trailers %v, want X-Lines: 3", resp.Trailer)
+	}
+	if got := resp.Trailer.Get("X-Request-Trailer"); got != "42" {
+		t.Errorf("request trailer reached the backend as %q, want 42", got)
+	}
+}
+
+// The balancer picks per stream: requests multiplexed on one client connection spread over
+// the backends, and max_conns limits streams, not connections.
+func TestPerStreamBalancingAndLimits(t *testing.T) {
+	var hits [2]atomic.Int64
+	release := make(chan struct{})
+	var blocked atomic.Int64
+	mk := func(i int) string {
+		return h2cServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			hits[i].Add(1)
+			if r.URL.Path == "/block" {
+				blocked.Add(1)
+				<-release
+			}
+			fmt.Fprint(w, i)
+		}))
+	}
+	a, b := mk(0), mk(1)
+	s := start(t, fmt.Sprintf(`
+listeners: [{name: in, address: "127.0.0.1:0", h2c: true}]
+pools: [{name: p, protocol: h2c, max_conns: 1, backends: [{address: %s}, {address: %s}]}]
+`, a, b))
+	c := h2c()
+	base := "http://" + s.Addr("in").String()
+	for range 10 {
+		resp, err := c.Get(base + "/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+	if hits[0].Load() != 5 || hits[1].Load() != 5 {
+		t.Errorf("10 streams on one connection went %d/%d, want 5/5 (roundrobin per stream)", hits[0].Load(), hits[1].Load())
+	}
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			resp, err := c.Get(base + "/block")
+			if err == nil {
+				resp.Body.Close()
+			}
+		}()
+	}
+	waitFor(t, 5*time.Second, "two streams in flight", func() bool { return blocked.Load() == 2 })
+	resp, err := c.Get(base + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable {
+		t.Errorf("a third stream with both backends at max_conns 1 got %d, want 503", resp.StatusCode)
+	}
+	close(release)
+	wg.Wait()
+}
+
+// An idempotent request that cannot connect goes to another backend; a POST whose body the
+// backend read and then reset is not replayed (502, one backend hit).
+func TestRetries(t *testing.T) {
+	dead, _ := net.Listen("tcp", "127.0.0.1:0")
+	deadAddr := dead.Addr().String()
+	dead.Close()
+	var posts atomic.Int64
+	live := h2cServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == "POST" {
+			posts.Add(1)
+			io.ReadAll(r.Body)
+			panic(http.ErrAbortHandler) // reset before any response
+		}
+		fmt.Fprint(w, "live")
+	}))
+	s := start(t, fmt.Sprintf(`
+listeners: [{name: in, address: "127.0.0.1:0", h2c: true}]
+pools: [{name: p, protocol: h2c, retries: {attempts: 2}, backends: [{address: %s}, {address: %s}]}]
+`, deadAddr, live))
+	base := "http://" + s.Addr("in").String()
+	for i := range 4 {
+		resp, err := h2c().Get(base + "/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || string(b) != "live" {
+			t.Errorf("GET %d: %d %q, want 200 live (retried after the connect failure)", i, resp.StatusCode, b)
+		}
+	}
+	// The dead backend is now held off for a second: posts go to the live one.
+	resp, err := h2c().Post(base+"/", "text/plain", strings.NewReader("payload"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadGateway || posts.Load() != 1 {
+		t.Errorf("POST reset by the backend: %d after %d backend hits, want 502 after 1", resp.StatusCode, posts.Load())
+	}
+}
+
+// A client that cancels a stream cancels the backend's; a backend that resets mid-body resets
+// the client's stream.
+func TestCancellationBothWays(t *testing.T) {
+	backendSawCancel := make(chan struct{})
+	started := make(chan struct{})
+	backend := h2cServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/hang":
+			w.WriteHeader(200)
+			_ = http.NewResponseController(w).Flush()
+			close(started)
+			<-r.Context().Done()
+			close(backendSawCancel)
+		case "/reset":
+			w.WriteHeader(200)
+			io.WriteString(w, "partial")
+			_ = http.NewResponseController(w).Flush()
+			panic(http.ErrAbortHandler)
+		}
+	}))
+	s := start(t, fmt.Sprintf(`
+listeners: [{name: in, address: "127.0.0.1:0", h2c: true}]
+pools: [{name: p, protocol: h2c, backends: [{address: %s}]}]
+`, backend))
+	base := "http://" + s.Addr("in").String()
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, "GET", base+"/hang", nil)
+	resp, err := h2c().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-started
+	cancel()
+	resp.Body.Close()
+	select {
+	case <-backendSawCancel:
+	case <-time.After(5 * time.Second):
+		t.Error("the backend stream was not cancelled after the client cancelled")
+	}
+	resp, err = h2c().Get(base + "/reset")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err == nil {
+		t.Errorf("a backend reset mid-body reached the client as a complete body %q", b)
+	}
+}
+
+// Hedging: with a slow and a fast backend, every GET is answered by the fast one soon after
+// hedge.delay, and the slow backend's copy is cancelled.
+func TestHedging(t *testing.T) {
+	slowCancelled := make(chan struct{}, 16)
+	slow := h2cServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-r.Context().Done():
+			slowCancelled <- struct{}{}
+		case <-time.After(10 * time.Second):
+		}
+	}))
+	fast := h2cServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "fast") }))
+	s := start(t, fmt.Sprintf(`
+listeners: [{name: in, address: "127.0.0.1:0", h2c: true}]
+pools: [{name: p, protocol: h2c, hedge: {delay: 50ms}, backends: [{address: %s}, {address: %s}]}]
+`, slow, fast))
+	for i := range 4 {
+		begin := time.Now()
+		resp, err := h2c().Get("http://" + s.Addr("in").String() + "/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || string(b) != "fast" || time.Since(begin) > 5*time.Second {
+			t.Errorf("GET %d: %d %q after %v, want fast well before the slow backend's 10 s", i, resp.StatusCode, b, time.Since(begin))
+		}
+	}
+	select {
+	case <-slowCancelled:
+	case <-time.After(5 * time.Second):
+		t.Error("the slow backend's copy was never cancelled")
+	}
+}
+
+// HTTP/2 streams count in the same metrics as HTTP/1 requests: responses by class per backend
+// and retries per pool, read from the admin listener's /metrics.
+func TestMetricsCountBothPlanes(t *testing.T) {
+	dead, _ := net.Listen("tcp", "127.0.0.1:0")
+	deadAddr := dead.Addr().String()
+	dead.Close()
+	live := h2cServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "ok") }))
+	s := start(t, fmt.Sprintf(`
+listeners: [{name: in, address: "127.0.0.1:0", h2c: true}]
+admin: {address: "127.0.0.1:0"}
+pools: [{name: p, protocol: h2c, backends: [{address: %s, name: live}, {address: %s, name: dead}]}]
+`, live, deadAddr))
+	base := "http://" + s.Addr("in").String() + "/"
+	for _, c := range []*http.Client{h2c(), {Timeout: 10 * time.Second}} { // HTTP/2, then HTTP/1.1
+		for range 3 {
+			resp, err := c.Get(base)
+			if err != nil {
+				t.Fatal(err)
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != 200 {
+				t.Fatalf("status %d", resp.StatusCode)
+			}
+		}
+	}
+	resp, err := http.Get("http://" + s.AdminAddr() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	metrics := string(b)
+	if !strings.Contains(metrics, `ballast_backend_responses_total{backend="live",class="2xx",pool="p"} 6`) {
+		t.Errorf("2xx of live is not 6 (3 HTTP/2 + 3 HTTP/1.1):\n%s", grep(metrics, "responses_total"))
+	}
+	if !strings.Contains(metrics, `ballast_pool_retries_total{pool="p"} `) || strings.Contains(metrics, `ballast_pool_retries_total{pool="p"} 0`) {
+		t.Errorf("retries after the dead backend's connect failure not counted:\n%s", grep(metrics, "retries_total"))
+	}
+}
+
+func grep(s, sub string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
+// HTTP/2 streams are written to the access log with the HTTP/1 plane's keys, plus proto.
+func TestAccessLog(t *testing.T) {
+	backend := h2cServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(201) }))
+	file := filepath.Join(t.TempDir(), "b.yaml")
+	os.WriteFile(file, []byte(fmt.Sprintf(`
+listeners: [{name: in, address: "127.0.0.1:0", h2c: true}]
+logging: {access: true}
+pools: [{name: p, protocol: h2c, backends: [{address: %s, name: b1}]}]
+`, backend)), 0o600)
+	cfg, err := config.Load(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var buf strings.Builder
+	logger := slog.New(slog.NewJSONHandler(writerFunc(func(p []byte) (int, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		return buf.Write(p)
+	}), nil))
+	s, err := server.Start(cfg, server.Options{Logger: logger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		s.Shutdown(ctx)
+	}()
+	resp, err := h2c().Get("http://" + s.Addr("in").String() + "/logged?q=1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	waitFor(t, 5*time.Second, "the access-log line", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return strings.Contains(buf.String(), `"msg":"access"`)
+	})
+	mu.Lock()
+	line := grep(buf.String(), `"msg":"access"`)
+	mu.Unlock()
+	for _, want := range []string{`"listener":"in"`, `"method":"GET"`, `"uri":"/logged?q=1"`, `"status":201`, `"pool":"p"`, `"backend":"b1"`, `"proto":"HTTP/2.0"`} {
+		if !strings.Contains(line, want) {
+			t.Errorf("access line lacks %s: %s", want, line)
+		}
+	}
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }

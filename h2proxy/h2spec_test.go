@@ -1,0 +1,153 @@
+package h2proxy_test
+
+import (
+	"encoding/xml"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+)
+
+// h2specDeviations are the h2spec cases Ballast's front end fails, each with the reason. The
+// test fails on any other failure, and on a listed one that starts to pass (the list must stay
+// true). Keys are "package: case".
+var h2specDeviations = map[string]string{
+	// x/net/http2 refuses a SETTINGS frame that repeats a parameter (PROTOCOL_ERROR); RFC 9113
+	// §6.5.3 says to process the values in order.
+	"http2/6.5.3: Sends multiple values of SETTINGS_INITIAL_WINDOW_SIZE": "x/net/http2 refuses repeated SETTINGS parameters",
+	// x/net/http2 answers a request with a connection-specific field or TE other than trailers
+	// with 400 and ends the stream instead of resetting it; RFC 9113 §8.1.1 lets a server send
+	// a response to a malformed request before closing the stream. It is never forwarded.
+	"http2/8.1.2.2: Sends a HEADERS frame that contains the connection-specific header field":                     "400 instead of RST_STREAM (RFC 9113 §8.1.1 allows a response)",
+	`http2/8.1.2.2: Sends a HEADERS frame that contains the TE header field with any value other than "trailers"`: "400 instead of RST_STREAM (RFC 9113 §8.1.1 allows a response)",
+}
+
+// h2cDeviations apply to the h2c listener only: it serves HTTP/1 as well, so bytes that are not
+// the HTTP/2 preface are an HTTP/1 request (a malformed one gets 400 and the connection closes).
+var h2cDeviations = map[string]string{
+	"http2/3.5: Sends invalid connection preface": "an h2c listener also serves HTTP/1: a non-preface is an HTTP/1 request (400, close)",
+}
+
+// h2specBinary finds h2spec on PATH or where `go install` puts it.
+func h2specBinary() string {
+	if p, err := exec.LookPath("h2spec"); err == nil {
+		return p
+	}
+	for _, dir := range []string{os.Getenv("GOBIN"), filepath.Join(os.Getenv("HOME"), "go", "bin")} {
+		if p := filepath.Join(dir, "h2spec"); dir != "" {
+			if _, err := os.Stat(p); err == nil {
+				return p
+			}
+		}
+	}
+	return ""
+}
+
+// TestH2Spec runs h2spec (github.com/summerwind/h2spec) against the TLS and the h2c front end
+// and compares its failures with the documented deviations.
+func TestH2Spec(t *testing.T) {
+	bin := h2specBinary()
+	if bin == "" {
+		t.Skip("h2spec not installed (go install github.com/summerwind/h2spec/cmd/h2spec@latest)")
+	}
+	if testing.Short() {
+		t.Skip("h2spec takes about 15 s per front end")
+	}
+	backend := h2cServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// h2spec needs a response with a body (and reads request bodies on POST).
+		w.Write([]byte("hello from the backend, long enough for the flow-control cases\n"))
+	}))
+	cert, key := writeCert(t)
+	s := start(t, fmt.Sprintf(`
+listeners:
+  - {name: tls, address: "127.0.0.1:0", tls: {cert: %s, key: %s}}
+  - {name: h2c, address: "127.0.0.1:0", h2c: true}
+pools: [{name: p, protocol: h2c, backends: [{address: %s}]}]
+`, cert, key, backend))
+	for _, front := range []struct {
+		name  string
+		args  []string
+		extra map[string]string
+	}{
+		{"tls", []string{"-t", "-k"}, nil},
+		{"h2c", nil, h2cDeviations},
+	} {
+		t.Run(front.name, func(t *testing.T) {
+			_, port, _ := net.SplitHostPort(s.Addr(front.name).String())
+			report := filepath.Join(t.TempDir(), "junit.xml")
+			args := append([]string{"-h", "127.0.0.1", "-p", port, "-o", "5", "-j", report}, front.args...)
+			cmd := exec.Command(bin, args...)
+			out, _ := cmd.CombinedOutput() // exits non-zero when a case fails
+			passed, failed := parseJUnit(t, report)
+			if passed+len(failed) < 140 {
+				t.Fatalf("h2spec ran %d cases:\n%s", passed+len(failed), tail(out))
+			}
+			want := map[string]bool{}
+			for k := range h2specDeviations {
+				want[k] = true
+			}
+			for k := range front.extra {
+				want[k] = true
+			}
+			for _, f := range failed {
+				if !want[f] {
+					t.Errorf("h2spec failure not among the documented deviations: %s", f)
+				}
+				delete(want, f)
+			}
+			for k := range want {
+				t.Errorf("documented deviation now passes (update the list): %s", k)
+			}
+			t.Logf("h2spec %s front end: %d passed, %d failed (documented deviations)", front.name, passed, len(failed))
+		})
+	}
+}
+
+// parseJUnit reads h2spec's JUnit report: the count of passed cases and the failed ones as
+// "package: case".
+func parseJUnit(t *testing.T, path string) (passed int, failed []string) {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("h2spec wrote no report: %v", err)
+	}
+	var doc struct {
+		Suites []struct {
+			Cases []struct {
+				Package string    `xml:"package,attr"`
+				Name    string    `xml:"classname,attr"`
+				Failure *struct{} `xml:"failure"`
+				Error   *struct{} `xml:"error"`
+				Skipped *struct{} `xml:"skipped"`
+			} `xml:"testcase"`
+		} `xml:"testsuite"`
+	}
+	if err := xml.Unmarshal(data, &doc); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range doc.Suites {
+		for _, c := range s.Cases {
+			switch {
+			case c.Failure != nil || c.Error != nil:
+				failed = append(failed, c.Package+": "+c.Name)
+			case c.Skipped == nil:
+				passed++
+			}
+		}
+	}
+	sort.Strings(failed)
+	return passed, failed
+}
+
+func tail(b []byte) string {
+	s := string(b)
+	if len(s) > 3000 {
+		s = s[len(s)-3000:]
+	}
+	return strings.TrimSpace(s)
+}

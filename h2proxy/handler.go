@@ -1,0 +1,397 @@
+package h2proxy
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"ballast/balance"
+	"ballast/httpproxy"
+	"ballast/upstream"
+)
+
+// errResponseTimeout cancels an attempt whose response headers took longer than
+// timeouts.response.
+var errResponseTimeout = errors.New("no response headers within timeouts.response")
+
+// errNoTransport: the backend's transport could not be built (see attachTransports).
+var errNoTransport = errors.New("backend transport not available")
+
+// ServeHTTP proxies one stream.
+func (cs *connState) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	p := cs.proxy
+	st := p.state.Load()
+	grpc := isGRPC(r)
+	e := &exchange{cs: cs, st: st, w: w, r: r, grpc: grpc, start: time.Now()}
+	if r.Method == http.MethodConnect {
+		w.Header().Set("Allow", "GET, HEAD, POST, PUT, DELETE, OPTIONS, PATCH, TRACE")
+		e.answer(http.StatusMethodNotAllowed, grpcUnimplemented, "CONNECT is not proxied")
+		return
+	}
+	route, ok := st.routes.Match(cs.listener, []byte(r.Host), []byte(r.URL.Path))
+	if !ok {
+		e.answer(http.StatusNotFound, grpcUnimplemented, "no route")
+		return
+	}
+	e.route = route
+	route.CountRequest()
+
+	ctx := r.Context()
+	if grpc {
+		if d, ok := grpcTimeout(r.Header.Get("Grpc-Timeout")); ok {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, d)
+			defer cancel()
+			e.deadline = true
+		}
+	}
+	e.ctx = ctx
+	e.forward(route.Key(r, cs.client))
+}
+
+// exchange is one stream's state.
+type exchange struct {
+	cs       *connState
+	st       *state
+	w        http.ResponseWriter
+	r        *http.Request
+	ctx      context.Context
+	route    httpproxy.Route
+	grpc     bool
+	deadline bool // ctx carries the client's grpc-timeout
+	start    time.Time
+	ttfb     time.Duration
+	status   int
+	backend  string
+	lastErr  error // of the last attempt that may be retried
+}
+
+// forward runs attempts one after the other: the first, then retries on other backends.
+func (e *exchange) forward(key uint64) {
+	pool := e.route.Upstream()
+	body := &replayBody{}
+	if e.r.Body != nil && e.r.Body != http.NoBody && e.r.ContentLength != 0 {
+		body.r = e.r.Body
+	}
+	if e.route.HedgeDelay() > 0 && body.r == nil && httpproxy.Idempotent(e.r.Method) {
+		e.hedged(key)
+		return
+	}
+	var tried balance.Tried
+	for try := 1; ; try++ {
+		b, err := pool.Acquire(key, tried)
+		if err != nil && e.lastErr != nil {
+			e.answer(http.StatusBadGateway, grpcUnavailable, "backend failed: "+e.lastErr.Error())
+			return
+		}
+		if err != nil {
+			e.acquireError(err)
+			return
+		}
+		e.backend = b.ID
+		retry, done := e.attempt(b, body)
+		if done {
+			return
+		}
+		if !retry {
+			return
+		}
+		if try < e.route.Attempts() && e.route.SpendRetry() {
+			httpproxy.MarkTried(&tried, b)
+			continue
+		}
+		e.answer(http.StatusBadGateway, grpcUnavailable, "backend failed: "+e.lastErr.Error())
+		e.log(e.lastErr)
+		return
+	}
+}
+
+// attempt tries the request on b. done: the stream is answered (or the client is gone).
+// retry: it failed in a way another backend may be tried for, and nothing was answered.
+func (e *exchange) attempt(b *upstream.Backend, body *replayBody) (retry, done bool) {
+	pool := e.route.Upstream()
+	s := stateOf(b)
+	var t *transport
+	if s != nil {
+		t = s.t.Load()
+	}
+	if t == nil {
+		pool.Release(b, 0, true)
+		httpproxy.CountStatus(b, 0)
+		e.answer(http.StatusBadGateway, grpcUnavailable, "backend transport not available")
+		return false, true
+	}
+	actx, cancel := context.WithCancelCause(e.ctx)
+	defer cancel(nil)
+	var timer *time.Timer
+	if !e.deadline {
+		timer = time.AfterFunc(e.route.ResponseTimeout(), func() { cancel(errResponseTimeout) })
+	}
+	out := e.outgoing(actx, b, t, body)
+	start := time.Now()
+	resp, err := t.rt.RoundTrip(out)
+	if timer != nil {
+		timer.Stop()
+	}
+	e.ttfb = time.Since(start)
+	if err != nil {
+		return e.failed(b, err, actx, body)
+	}
+	e.deliver(b, resp)
+	return false, true
+}
+
+// failed handles an attempt that got no response headers.
+func (e *exchange) failed(b *upstream.Backend, err error, actx context.Context, body *replayBody) (retry, done bool) {
+	pool := e.route.Upstream()
+	httpproxy.CountStatus(b, 0)
+	clientGone := e.r.Context().Err() != nil
+	connect := isConnectError(err)
+	cause := context.Cause(actx)
+	timedOut := errors.Is(cause, errResponseTimeout) || (e.deadline && errors.Is(e.ctx.Err(), context.DeadlineExceeded))
+	pool.Release(b, time.Since(e.start), !clientGone && !timedOut || errors.Is(cause, errResponseTimeout))
+	switch {
+	case clientGone:
+		e.cs.clientReset()
+		return false, true
+	case timedOut:
+		e.answer(http.StatusGatewayTimeout, grpcDeadlineExceeded, "backend timed out")
+		e.log(err)
+		return false, true
+	}
+	if connect {
+		e.route.ConnectFailed(b)
+	}
+	untouched := !body.touched.Load()
+	safe := connect || httpproxy.Idempotent(e.r.Method)
+	if untouched && safe {
+		e.lastErr = err
+		return true, false
+	}
+	e.answer(http.StatusBadGateway, grpcUnavailable, "backend failed: "+err.Error())
+	e.log(err)
+	return false, true
+}
+
+func (e *exchange) log(err error) {
+	e.cs.proxy.logger.Warn("request failed", "pool", e.route.Pool(), "backend", e.backend, "proto", e.r.Proto, "err", err)
+}
+
+// outgoing builds the backend request: same method, target, headers (less hop-by-hop ones,
+// plus the forwarding headers) and body.
+func (e *exchange) outgoing(ctx context.Context, b *upstream.Backend, t *transport, body *replayBody) *http.Request {
+	r := e.r
+	out := r.WithContext(ctx) // shallow: the header map is replaced below
+	u := *r.URL
+	u.Scheme, u.Host = t.scheme, b.Address
+	out.URL = &u
+	out.RequestURI = ""
+	out.Host = r.Host
+	out.Header = make(http.Header, len(r.Header)+3)
+	for k, vv := range r.Header {
+		if hopByHop(k) {
+			if k == "Te" && len(vv) == 1 && strings.EqualFold(vv[0], "trailers") {
+				out.Header[k] = vv // gRPC servers want it; it is the one TE value h2 allows
+			}
+			continue
+		}
+		out.Header[k] = vv
+	}
+	client := e.cs.client.String()
+	if prior := r.Header["X-Forwarded-For"]; len(prior) > 0 {
+		client = strings.Join(prior, ", ") + ", " + client
+	}
+	out.Header["X-Forwarded-For"] = []string{client}
+	proto := "http"
+	if e.cs.tls {
+		proto = "https"
+	}
+	out.Header["X-Forwarded-Proto"] = []string{proto}
+	out.Header["X-Forwarded-Host"] = []string{r.Host}
+	out.Close = false
+	if body.r != nil {
+		out.Body = body
+		out.ContentLength = r.ContentLength
+	} else {
+		out.Body = nil
+		out.ContentLength = 0
+	}
+	out.Trailer = r.Trailer // filled when the client's body ends
+	return out
+}
+
+// deliver relays the response: headers, the body flushed as it comes, then trailers. The
+// backend's slot is released when the body is done.
+func (e *exchange) deliver(b *upstream.Backend, resp *http.Response) {
+	w := e.w
+	h := w.Header()
+	for k, vv := range resp.Header {
+		if !hopByHop(k) {
+			h[k] = vv
+		}
+	}
+	if e.st.routes.ExposeBackend(e.cs.listener) {
+		h.Set("X-Ballast-Backend", b.ID)
+	}
+	e.status = resp.StatusCode
+	w.WriteHeader(resp.StatusCode)
+	if resp.ContentLength < 0 && resp.Body != http.NoBody {
+		// A body of unknown length may come slowly (a stream): the client gets the headers
+		// now. A trailers-only answer (no body) must not flush, or it would stop being one.
+		if fl, ok := w.(http.Flusher); ok {
+			fl.Flush()
+		}
+	}
+	// A body of known length is written as it comes and flushed once, when the handler
+	// returns (headers and data in one write); streams are flushed at every read.
+	broken := copyBody(w, resp.Body, e.grpc || resp.ContentLength < 0)
+	_ = resp.Body.Close()
+	failure := broken != nil || (e.route.Include5xx() && resp.StatusCode >= 500)
+	code := resp.StatusCode
+	if broken != nil {
+		code = 0
+	}
+	httpproxy.CountStatus(b, code)
+	clientGone := e.r.Context().Err() != nil
+	e.route.Upstream().Release(b, e.ttfb, failure && !clientGone)
+	e.access()
+	if broken != nil {
+		if clientGone {
+			e.cs.clientReset()
+			return
+		}
+		if e.grpc {
+			// The stream ends with a gRPC status instead of a reset: the client sees why.
+			code := grpcUnavailable
+			if e.deadline && errors.Is(e.ctx.Err(), context.DeadlineExceeded) {
+				code = grpcDeadlineExceeded
+			}
+			h.Set(http.TrailerPrefix+"Grpc-Status", code)
+			h.Set(http.TrailerPrefix+"Grpc-Message", grpcMessage("backend stream broken: "+broken.Error()))
+			return
+		}
+		panic(http.ErrAbortHandler) // resets the client stream: the body is incomplete
+	}
+	for k, vv := range resp.Trailer {
+		h[http.TrailerPrefix+k] = vv
+	}
+}
+
+var bufPool = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
+
+// copyBody copies a response body to the client, flushing each read when flush is set, and
+// returns the backend's read error (nil at EOF). A failed client write ends the copy too and
+// returns the write error: the client is gone.
+func copyBody(w http.ResponseWriter, r io.Reader, flush bool) error {
+	bp := bufPool.Get().(*[]byte)
+	defer bufPool.Put(bp)
+	buf := *bp
+	var fl http.Flusher
+	if flush {
+		fl, _ = w.(http.Flusher)
+	}
+	for {
+		n, err := r.Read(buf)
+		if n > 0 {
+			if _, werr := w.Write(buf[:n]); werr != nil {
+				return werr
+			}
+			if fl != nil {
+				fl.Flush()
+			}
+		}
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// answer replies to a stream Ballast could not proxy: a plain-text status for HTTP, a
+// trailers-only gRPC status for gRPC.
+func (e *exchange) answer(status int, grpcCode, msg string) {
+	h := e.w.Header()
+	if e.grpc {
+		h.Set("Content-Type", "application/grpc")
+		h.Set("Grpc-Status", grpcCode)
+		h.Set("Grpc-Message", grpcMessage("ballast: "+msg))
+		e.status = http.StatusOK
+		e.w.WriteHeader(http.StatusOK)
+	} else {
+		h.Set("Content-Type", "text/plain; charset=utf-8")
+		e.status = status
+		e.w.WriteHeader(status)
+		_, _ = io.WriteString(e.w, "ballast: "+msg+"\n")
+	}
+	if e.route != (httpproxy.Route{}) {
+		e.access()
+	}
+}
+
+// acquireError answers a stream the pool could not place.
+func (e *exchange) acquireError(err error) {
+	switch {
+	case errors.Is(err, upstream.ErrQueueFull):
+		e.w.Header().Set("Retry-After", "1")
+		e.answer(http.StatusServiceUnavailable, grpcUnavailable, "backlog queue full")
+	case errors.Is(err, upstream.ErrQueueTimeout):
+		e.w.Header().Set("Retry-After", "1")
+		e.answer(http.StatusServiceUnavailable, grpcUnavailable, "timed out in the backlog queue")
+	case errors.Is(err, upstream.ErrNoBackend):
+		e.answer(http.StatusServiceUnavailable, grpcUnavailable, "no backend available")
+	default:
+		e.answer(http.StatusServiceUnavailable, grpcUnavailable, err.Error())
+	}
+}
+
+// access writes the access-log line when logging.access is on.
+func (e *exchange) access() {
+	rt := e.st.routes
+	if !rt.AccessLog() {
+		return
+	}
+	rt.LogAccess(e.r.Context(), httpproxy.AccessEntry{
+		Listener: e.cs.listener, Client: e.cs.clientStr, Method: e.r.Method, URI: e.r.RequestURI,
+		Proto: e.r.Proto, Status: e.status, Pool: e.route.Pool(), Backend: e.backend,
+		TTFB: e.ttfb, Duration: time.Since(e.start),
+	})
+}
+
+// replayBody is the client's request body as given to a backend attempt. Close does not
+// close the client's body, so that a retry can use it while nothing was read; touched says
+// whether anything was.
+type replayBody struct {
+	r       io.ReadCloser
+	touched atomic.Bool
+}
+
+func (b *replayBody) Read(p []byte) (int, error) {
+	b.touched.Store(true)
+	return b.r.Read(p)
+}
+
+func (b *replayBody) Close() error { return nil }
+
+// hopByHop reports the header fields that belong to one connection (RFC 9110 §7.6.1) and
+// that HTTP/2 forbids anyway (RFC 9113 §8.2.2). The keys are canonical.
+func hopByHop(k string) bool {
+	switch k {
+	case "Connection", "Keep-Alive", "Proxy-Connection", "Transfer-Encoding", "Upgrade", "Te", "Trailer":
+		return true
+	}
+	return false
+}
+
+// isConnectError reports a failure to reach the backend at all: the request was not sent.
+func isConnectError(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
+}

@@ -1,0 +1,361 @@
+//lint:file-ignore SA1019 issue 11 builds the HTTP/2 plane on golang.org/x/net/http2, deprecated since v0.62 in favour of net/http's own HTTP/2 (http.Server.Protocols, HTTP2Config); moving is a follow-up.
+
+package h2proxy_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
+
+	"ballast/config"
+	"ballast/h2proxy"
+	"ballast/server"
+)
+
+// rawH2 is a client connection driven frame by frame.
+type rawH2 struct {
+	t     *testing.T
+	noAck bool // another goroutine writes: the reader must not
+	c     net.Conn
+	fr    *http2.Framer
+}
+
+// dialRaw opens an h2c connection and exchanges the preface and SETTINGS.
+func dialRaw(t *testing.T, addr string) *rawH2 {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	_ = c.SetDeadline(time.Now().Add(20 * time.Second))
+	if _, err := c.Write([]byte(http2.ClientPreface)); err != nil {
+		t.Fatal(err)
+	}
+	fr := http2.NewFramer(c, c)
+	fr.ReadMetaHeaders = hpack.NewDecoder(65536, nil)
+	if err := fr.WriteSettings(); err != nil {
+		t.Fatal(err)
+	}
+	return &rawH2{t: t, c: c, fr: fr}
+}
+
+// headerBlock encodes a request's header block.
+func headerBlock(path string, extra ...[2]string) []byte {
+	var buf bytes.Buffer
+	enc := hpack.NewEncoder(&buf)
+	for _, kv := range [][2]string{{":method", "GET"}, {":scheme", "http"}, {":authority", "ballast.test"}, {":path", path}} {
+		_ = enc.WriteField(hpack.HeaderField{Name: kv[0], Value: kv[1]})
+	}
+	for _, kv := range extra {
+		_ = enc.WriteField(hpack.HeaderField{Name: kv[0], Value: kv[1]})
+	}
+	return buf.Bytes()
+}
+
+// readUntil reads frames until f returns true (it wants no more) or the connection ends; it
+// returns the error that ended it, or nil when f stopped it.
+func (r *rawH2) readUntil(f func(http2.Frame) bool) error {
+	for {
+		fr, err := r.fr.ReadFrame()
+		if err != nil {
+			return err
+		}
+		if sf, ok := fr.(*http2.SettingsFrame); ok && !sf.IsAck() && !r.noAck {
+			_ = r.fr.WriteSettingsAck()
+		}
+		if f(fr) {
+			return nil
+		}
+	}
+}
+
+func limitsServer(t *testing.T, listenerExtra string, backend http.Handler) string {
+	t.Helper()
+	s := start(t, fmt.Sprintf(`
+listeners: [{name: in, address: "127.0.0.1:0", h2c: true%s}]
+pools: [{name: p, protocol: h2c, backends: [{address: %s}]}]
+`, listenerExtra, h2cServer(t, backend)))
+	return s.Addr("in").String()
+}
+
+// The server's SETTINGS announce the documented limits: concurrent streams, header list size
+// (the listener's max_header_bytes), frame size and the stream window.
+func TestH2SettingsAnnounceLimits(t *testing.T) {
+	addr := limitsServer(t, ", max_header_bytes: 4096", http.NotFoundHandler())
+	r := dialRaw(t, addr)
+	got := map[http2.SettingID]uint32{}
+	_ = r.readUntil(func(f http2.Frame) bool {
+		sf, ok := f.(*http2.SettingsFrame)
+		if !ok || sf.IsAck() {
+			return false
+		}
+		_ = sf.ForeachSetting(func(s http2.Setting) error { got[s.ID] = s.Val; return nil })
+		return true
+	})
+	want := map[http2.SettingID]uint32{
+		http2.SettingMaxConcurrentStreams: h2proxy.MaxConcurrentStreams,
+		http2.SettingMaxFrameSize:         h2proxy.MaxReadFrameSize,
+		http2.SettingInitialWindowSize:    h2proxy.StreamWindow,
+	}
+	for id, v := range want {
+		if got[id] != v {
+			t.Errorf("%v = %d, want %d (all: %v)", id, got[id], v, got)
+		}
+	}
+	if hl := got[http2.SettingMaxHeaderListSize]; hl < 4096 || hl > 8192 {
+		t.Errorf("MAX_HEADER_LIST_SIZE = %d, want about the listener's 4096", hl)
+	}
+}
+
+// A header list over the listener's max_header_bytes gets 431, and the connection lives on.
+// (One field longer than the whole limit is a COMPRESSION_ERROR that ends the connection:
+// x/net/http2 caps the decoder's string length at the limit.)
+func TestH2HeaderListTooLarge(t *testing.T) {
+	addr := limitsServer(t, ", max_header_bytes: 4096", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	r := dialRaw(t, addr)
+	var many [][2]string // each field fits, the list does not (x/net adds 4096 of slack)
+	for i := range 12 {
+		many = append(many, [2]string{fmt.Sprintf("x-big-%d", i), strings.Repeat("a", 1000)})
+	}
+	if err := r.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: headerBlock("/", many...), EndStream: true, EndHeaders: true}); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 3, BlockFragment: headerBlock("/small"), EndStream: true, EndHeaders: true}); err != nil {
+		t.Fatal(err)
+	}
+	status := map[uint32]string{}
+	err := r.readUntil(func(f http2.Frame) bool {
+		if mh, ok := f.(*http2.MetaHeadersFrame); ok {
+			status[mh.StreamID] = mh.PseudoValue("status")
+		}
+		return len(status) == 2
+	})
+	if err != nil {
+		t.Fatalf("connection ended: %v (statuses %v)", err, status)
+	}
+	if status[1] != "431" || status[3] != "200" {
+		t.Errorf("statuses %v, want stream 1: 431, stream 3: 200", status)
+	}
+}
+
+// CONTINUATION flood (CVE-2024-27316 class): a header block that never ends, sent as endless
+// CONTINUATION frames, ends the connection once it passes the header list limit, long before
+// the 16 MiB the client is willing to send.
+func TestH2ContinuationFlood(t *testing.T) {
+	addr := limitsServer(t, ", max_header_bytes: 8192", http.NotFoundHandler())
+	r := dialRaw(t, addr)
+	if err := r.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: headerBlock("/"), EndHeaders: false}); err != nil {
+		t.Fatal(err)
+	}
+	var junk bytes.Buffer
+	enc := hpack.NewEncoder(&junk)
+	_ = enc.WriteField(hpack.HeaderField{Name: "x-flood", Value: strings.Repeat("z", 1000)})
+	r.noAck = true
+	ended := make(chan error, 1)
+	go func() {
+		ended <- r.readUntil(func(f http2.Frame) bool { _, ok := f.(*http2.GoAwayFrame); return ok })
+	}()
+	sent := 0
+	var werr error
+	for sent < 16<<20 {
+		if werr = r.fr.WriteContinuation(1, false, junk.Bytes()); werr != nil {
+			break
+		}
+		sent += junk.Len()
+	}
+	select {
+	case err := <-ended:
+		if err != nil && !errors.Is(err, io.EOF) && !isReset(err) {
+			t.Logf("connection ended with %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the connection was neither closed nor sent GOAWAY during the flood")
+	}
+	if werr == nil {
+		t.Errorf("the server took all %d bytes of CONTINUATION frames", sent)
+	}
+}
+
+// Rapid reset (CVE-2023-44487): a client that opens streams and cancels them at once, faster
+// than the limit, is disconnected; the backend sees far fewer requests than were opened.
+func TestH2RapidResetDisconnects(t *testing.T) {
+	var seen atomic.Int64
+	addr := limitsServer(t, "", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		seen.Add(1)
+		<-r.Context().Done()
+	}))
+	r := dialRaw(t, addr)
+	r.noAck = true
+	r.noAck = true
+	ended := make(chan error, 1)
+	go func() { ended <- r.readUntil(func(http2.Frame) bool { return false }) }()
+	const streams = 20000
+	opened := 0
+	block := headerBlock("/")
+	for id := uint32(1); opened < streams; id += 2 {
+		if err := r.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: block, EndStream: true, EndHeaders: true}); err != nil {
+			break
+		}
+		if err := r.fr.WriteRSTStream(id, http2.ErrCodeCancel); err != nil {
+			break
+		}
+		opened++
+	}
+	select {
+	case <-ended:
+	case <-time.After(15 * time.Second):
+		t.Fatalf("still connected after opening and resetting %d streams", opened)
+	}
+	// The writes may all fit in socket buffers before the close is noticed, so what counts is
+	// that the connection ended and that few of the streams ever reached the backend.
+	if n := seen.Load(); n > streams/10 {
+		t.Errorf("the backend saw %d of %d reset streams", n, opened)
+	}
+	t.Logf("disconnected after %d streams; the backend saw %d", opened, seen.Load())
+}
+
+// An HTTP/2 connection with no streams for the listener's idle_timeout gets GOAWAY and closes.
+func TestH2IdleTimeout(t *testing.T) {
+	addr := limitsServer(t, ", idle_timeout: 300ms", http.NotFoundHandler())
+	r := dialRaw(t, addr)
+	begin := time.Now()
+	goaway := false
+	err := r.readUntil(func(f http2.Frame) bool {
+		_, ok := f.(*http2.GoAwayFrame)
+		goaway = goaway || ok
+		return false
+	})
+	if !goaway || err == nil {
+		t.Errorf("idle connection: goaway %v, end %v", goaway, err)
+	}
+	if d := time.Since(begin); d > 10*time.Second {
+		t.Errorf("closed after %v", d)
+	}
+}
+
+func isReset(err error) bool {
+	return strings.Contains(err.Error(), "reset") || strings.Contains(err.Error(), "broken pipe")
+}
+
+// The rapid-reset limit itself, without x/net's queue limit: waves of 100 streams (well under
+// the concurrent-stream limit, so none wait) that reach the backend and are then reset. The
+// connection is closed once more than MaxClientResetsPerSecond resets fall in one second.
+func TestH2RapidResetLimitPaced(t *testing.T) {
+	var seen atomic.Int64
+	addr := limitsServer(t, "", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		seen.Add(1)
+		<-r.Context().Done()
+	}))
+	r := dialRaw(t, addr)
+	r.noAck = true
+	ended := make(chan struct{}) // closed when the connection ends, so every wait sees it
+	go func() { _ = r.readUntil(func(http2.Frame) bool { return false }); close(ended) }()
+	block := headerBlock("/")
+	id := uint32(1)
+	resets := 0
+	for wave := 0; wave < 40; wave++ {
+		first := id
+		for range 100 {
+			if err := r.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: block, EndStream: true, EndHeaders: true}); err != nil {
+				t.Logf("write headers: %v", err)
+				goto done
+			}
+			id += 2
+		}
+		want := int64(wave+1) * 100
+		deadline := time.Now().Add(10 * time.Second)
+		for seen.Load() < want && time.Now().Before(deadline) {
+			select {
+			case <-ended:
+				goto done
+			case <-time.After(5 * time.Millisecond):
+			}
+		}
+		for sid := first; sid < id; sid += 2 {
+			if err := r.fr.WriteRSTStream(sid, http2.ErrCodeCancel); err != nil {
+				t.Logf("write: %v", err)
+				goto done
+			}
+			resets++
+		}
+	}
+done:
+	select {
+	case <-ended:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("still connected after %d resets", resets)
+	}
+	if resets < h2proxy.MaxClientResetsPerSecond {
+		t.Errorf("disconnected after only %d resets, under the limit of %d per second", resets, h2proxy.MaxClientResetsPerSecond)
+	}
+	t.Logf("disconnected after %d resets in waves of 100", resets)
+}
+
+// Shutdown sends GOAWAY on open HTTP/2 connections, lets a running stream finish, and returns.
+func TestShutdownDrainsHTTP2(t *testing.T) {
+	release := make(chan struct{})
+	backend := h2cServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		<-release
+		io.WriteString(w, "done")
+	}))
+	file := filepath.Join(t.TempDir(), "b.yaml")
+	os.WriteFile(file, []byte(fmt.Sprintf(`
+listeners: [{name: in, address: "127.0.0.1:0", h2c: true}]
+pools: [{name: p, protocol: h2c, backends: [{address: %s}]}]
+`, backend)), 0o600)
+	cfg, err := config.Load(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := server.Start(cfg, server.Options{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := dialRaw(t, s.Addr("in").String())
+	if err := r.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: headerBlock("/"), EndStream: true, EndHeaders: true}); err != nil {
+		t.Fatal(err)
+	}
+	shut := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		shut <- s.Shutdown(ctx)
+	}()
+	var goaway, answered bool
+	_ = r.readUntil(func(f http2.Frame) bool {
+		switch f := f.(type) {
+		case *http2.GoAwayFrame:
+			goaway = true
+			close(release) // the running stream may finish now
+		case *http2.DataFrame:
+			answered = answered || string(f.Data()) == "done"
+		}
+		return false
+	})
+	if !goaway || !answered {
+		t.Errorf("goaway %v, running stream answered %v", goaway, answered)
+	}
+	select {
+	case err := <-shut:
+		if err != nil {
+			t.Errorf("Shutdown: %v", err)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("Shutdown did not return")
+	}
+}

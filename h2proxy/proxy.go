@@ -1,0 +1,251 @@
+//lint:file-ignore SA1019 issue 11 builds the HTTP/2 plane on golang.org/x/net/http2, deprecated since v0.62 in favour of net/http's own HTTP/2 (http.Server.Protocols, HTTP2Config); moving is a follow-up.
+
+package h2proxy
+
+import (
+	"context"
+	cryptotls "crypto/tls"
+	"errors"
+	"fmt"
+	"log"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/net/http2"
+
+	"ballast/config"
+	"ballast/httpproxy"
+	"ballast/upstream"
+)
+
+// Proxy is the HTTP/2 data plane. Build it with New, install configurations with Swap, hand
+// it connections with ServeConn and stop it with Shutdown.
+type Proxy struct {
+	state  atomic.Pointer[state]
+	logger *slog.Logger
+
+	mu      sync.Mutex // guards servers and closed; taken per connection, never per stream
+	servers map[string]*listenerServer
+	closed  bool
+	conns   sync.WaitGroup
+}
+
+// state is one installed configuration.
+type state struct {
+	cfg       *config.Config
+	routes    *httpproxy.Proxy
+	listeners map[string]*config.Listener
+}
+
+// listenerServer is the HTTP/2 server of one listener: its limits are the listener's options
+// when it first served a connection, like the HTTP/1 plane's.
+type listenerServer struct {
+	hs  *http.Server // never serves; Shutdown uses it to send GOAWAY on every connection
+	h2s *http2.Server
+}
+
+// New builds an HTTP/2 plane; nil logger discards its logs.
+func New(logger *slog.Logger) *Proxy {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	return &Proxy{logger: logger, servers: map[string]*listenerServer{}}
+}
+
+// Swap installs cfg: routes come from routes (the HTTP/1 plane, already swapped to cfg), and
+// every backend of every pool gets a transport for the pool's protocol and tls. On error the
+// previous configuration stays.
+func (p *Proxy) Swap(cfg *config.Config, pools map[string]*upstream.Pool, routes *httpproxy.Proxy) error {
+	if cfg == nil || routes == nil {
+		return errors.New("h2proxy: Swap needs a configuration and the HTTP/1 plane")
+	}
+	for i := range cfg.Pools {
+		pc := &cfg.Pools[i]
+		if pool := pools[pc.Name]; pool != nil && !cfg.L4Pool(pc.Name) {
+			if err := attachTransports(pc, pool); err != nil {
+				return fmt.Errorf("pool %s: %w", pc.Name, err)
+			}
+		}
+	}
+	st := &state{cfg: cfg, routes: routes, listeners: map[string]*config.Listener{}}
+	for i := range cfg.Listeners {
+		st.listeners[cfg.Listeners[i].Name] = &cfg.Listeners[i]
+	}
+	p.state.Store(st)
+	return nil
+}
+
+// server returns the listener's HTTP/2 server, building it on first use, and counts one
+// connection in p.conns (under the mutex, so that Shutdown's Wait never races an Add).
+func (p *Proxy) server(l *config.Listener) (*listenerServer, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return nil, errors.New("h2proxy: shut down")
+	}
+	if s := p.servers[l.Name]; s != nil {
+		p.conns.Add(1)
+		return s, nil
+	}
+	maxHdr := l.MaxHeaderBytes
+	if maxHdr <= 0 {
+		maxHdr = config.DefaultMaxHeaderBytes
+	}
+	idle := l.IdleTimeout.Duration
+	if idle <= 0 {
+		idle = config.DefaultIdleTimeout
+	}
+	hs := &http.Server{
+		MaxHeaderBytes: maxHdr, // the header list size limit (SETTINGS_MAX_HEADER_LIST_SIZE)
+		ErrorLog:       log.New(debugWriter{p.logger}, "", 0),
+	}
+	h2s := &http2.Server{
+		MaxConcurrentStreams:         MaxConcurrentStreams,
+		MaxDecoderHeaderTableSize:    4096,
+		MaxEncoderHeaderTableSize:    4096,
+		MaxReadFrameSize:             MaxReadFrameSize, // the protocol's default: peers that ignore SETTINGS stay right
+		IdleTimeout:                  idle,
+		MaxUploadBufferPerConnection: ConnWindow,
+		MaxUploadBufferPerStream:     StreamWindow,
+		ReadIdleTimeout:              PingAfter,
+		PingTimeout:                  PingTimeout,
+	}
+	if err := http2.ConfigureServer(hs, h2s); err != nil {
+		return nil, err
+	}
+	s := &listenerServer{hs: hs, h2s: h2s}
+	p.servers[l.Name] = s
+	p.conns.Add(1)
+	return s, nil
+}
+
+// ServeConn serves one HTTP/2 connection (TLS after ALPN h2, or cleartext after the client's
+// preface, which must still be unread) as the named listener's, until it closes. tls tells
+// X-Forwarded-Proto.
+func (p *Proxy) ServeConn(listener string, c net.Conn, tls bool) {
+	st := p.state.Load()
+	var l *config.Listener
+	if st != nil {
+		l = st.listeners[listener]
+	}
+	if l == nil {
+		_ = c.Close()
+		return
+	}
+	srv, err := p.server(l)
+	if err != nil {
+		_ = c.Close()
+		return
+	}
+	defer p.conns.Done()
+	wc := &watchConn{Conn: c}
+	cs := &connState{proxy: p, listener: listener, conn: wc, tls: tls, client: addrOf(c.RemoteAddr())}
+	cs.clientStr = c.RemoteAddr().String()
+	var served net.Conn = wc
+	if tc, ok := c.(*cryptotls.Conn); ok {
+		served = watchTLSConn{wc, tc} // x/net checks the TLS version and cipher of h2 (RFC 9113 §9.2)
+	}
+	srv.h2s.ServeConn(served, &http2.ServeConnOpts{BaseConfig: srv.hs, Handler: cs})
+}
+
+// Shutdown sends GOAWAY on every connection and waits until their streams finish or ctx ends.
+func (p *Proxy) Shutdown(ctx context.Context) error {
+	p.mu.Lock()
+	p.closed = true
+	servers := p.servers
+	p.mu.Unlock()
+	for _, s := range servers {
+		_ = s.hs.Shutdown(ctx) // serves no listener: returns at once, after starting GOAWAY
+	}
+	done := make(chan struct{})
+	go func() { p.conns.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// connState is one client connection: the handler of its streams.
+type connState struct {
+	proxy     *Proxy
+	listener  string
+	conn      *watchConn
+	tls       bool
+	client    netip.Addr
+	clientStr string
+
+	resetSec atomic.Int64 // the unix second resets counts
+	resets   atomic.Int64
+	killed   atomic.Bool
+}
+
+// clientReset notes one stream the client cancelled before its response was complete, and
+// closes the connection when there were more than MaxClientResetsPerSecond this second.
+func (cs *connState) clientReset() {
+	if cs.conn.gone.Load() {
+		return // the whole connection ended: its streams were not reset one by one
+	}
+	now := time.Now().Unix()
+	if s := cs.resetSec.Load(); s != now && cs.resetSec.CompareAndSwap(s, now) {
+		cs.resets.Store(0)
+	}
+	if cs.resets.Add(1) > MaxClientResetsPerSecond && cs.killed.CompareAndSwap(false, true) {
+		cs.proxy.logger.Warn("closing an HTTP/2 connection that resets streams too fast (rapid reset)", "listener", cs.listener, "client", cs.clientStr, "limit_per_second", MaxClientResetsPerSecond)
+		_ = cs.conn.Close()
+	}
+}
+
+// watchConn notes when reading from the client failed (it closed or vanished), so that the
+// streams cancelled by a connection's end are not counted as resets.
+type watchConn struct {
+	net.Conn
+	gone atomic.Bool
+}
+
+func (c *watchConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if err != nil {
+		c.gone.Store(true)
+	}
+	return n, err
+}
+
+// watchTLSConn is a watchConn over TLS that still shows its TLS state to x/net/http2.
+type watchTLSConn struct {
+	*watchConn
+	tc *cryptotls.Conn
+}
+
+func (c watchTLSConn) ConnectionState() cryptotls.ConnectionState { return c.tc.ConnectionState() }
+
+func addrOf(a net.Addr) netip.Addr {
+	if t, ok := a.(*net.TCPAddr); ok {
+		ip, _ := netip.AddrFromSlice(t.IP)
+		return ip.Unmap()
+	}
+	ap, _ := netip.ParseAddrPort(a.String())
+	return ap.Addr()
+}
+
+func durationOr(d, def time.Duration) time.Duration {
+	if d > 0 {
+		return d
+	}
+	return def
+}
+
+// debugWriter sends the http2 server's log lines (single connections' protocol errors) to
+// the error log at debug level.
+type debugWriter struct{ l *slog.Logger }
+
+func (w debugWriter) Write(b []byte) (int, error) {
+	w.l.Debug(string(b), "component", "h2proxy")
+	return len(b), nil
+}
