@@ -119,6 +119,7 @@ type TCP struct {
 	counters sync.Map // *upstream.Backend → *backendCounters
 
 	accepted, proxyRefused, noRoute, noBackend, idleClosed, retries atomic.Uint64
+	proxyFrom                                                       atomic.Pointer[proxyproto.Trust]
 	active                                                          atomic.Int64
 
 	// mu guards listeners; it is taken by Serve and Shutdown only.
@@ -164,6 +165,10 @@ func NewTCP(opts TCPOptions, t *Table) *TCP {
 // Swap installs a new route table for new connections and returns the old one; established
 // connections finish on the pools they started with.
 func (p *TCP) Swap(t *Table) *Table { return p.table.Swap(t) }
+
+// SetProxyTrust says which peers may send the PROXY header AcceptProxy requires (nil or empty:
+// every peer); a connection from another peer is closed and counted in ProxyRefused.
+func (p *TCP) SetProxyTrust(t proxyproto.Trust) { p.proxyFrom.Store(&t) }
 
 // ErrClosed is returned by Serve after Shutdown.
 var ErrClosed = errors.New("l4: proxy shut down")
@@ -321,6 +326,10 @@ func (p *TCP) handle(c *net.TCPConn, id uint64) {
 		_ = c.SetReadDeadline(time.Now().Add(p.opts.HandshakeTimeout))
 	}
 	if p.opts.AcceptProxy {
+		if !p.proxyFrom.Load().Allows(src.Addr()) {
+			p.proxyRefused.Add(1) // an untrusted peer could claim any client address
+			return
+		}
 		h, rest, err := proxyproto.Read(c, make([]byte, 0, 512))
 		if err != nil {
 			p.proxyRefused.Add(1)

@@ -16,7 +16,31 @@ type Listener struct {
 	net.Listener
 	timeout time.Duration
 	refused atomic.Uint64
+	from    atomic.Pointer[Trust]
 }
+
+// Trust is the set of peer addresses a PROXY protocol header is believed from (the
+// configuration's trusted_proxies). An empty Trust believes every peer.
+type Trust []netip.Prefix
+
+// Allows reports whether a header from peer is believed.
+func (t *Trust) Allows(peer netip.Addr) bool {
+	if t == nil || len(*t) == 0 {
+		return true
+	}
+	peer = peer.Unmap()
+	for _, p := range *t {
+		if p.Contains(peer) {
+			return true
+		}
+	}
+	return false
+}
+
+// SetTrust replaces the peers whose connections are accepted (nil or empty: every peer); a
+// connection from any other peer is closed at accept and counted as refused. Safe to call
+// while the listener serves (a reload).
+func (l *Listener) SetTrust(t Trust) { l.from.Store(&t) }
 
 // NewListener wraps ln; each connection must send its header within timeout (0 means
 // DefaultTimeout) of its first Read, RemoteAddr or LocalAddr.
@@ -30,11 +54,27 @@ func NewListener(ln net.Listener, timeout time.Duration) *Listener {
 // Accept returns the next connection without reading from it, so that a slow client cannot
 // hold up the clients behind it.
 func (l *Listener) Accept() (net.Conn, error) {
-	c, err := l.Listener.Accept()
-	if err != nil {
-		return nil, err
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		if from := l.from.Load(); from != nil && !from.Allows(PeerAddr(c)) {
+			l.refused.Add(1) // a header from an untrusted peer would let it claim any address
+			_ = c.Close()
+			continue
+		}
+		return &Conn{Conn: c, ln: l}, nil
 	}
-	return &Conn{Conn: c, ln: l}, nil
+}
+
+// PeerAddr is c's remote IP address (the zero Addr when it has none).
+func PeerAddr(c net.Conn) netip.Addr {
+	if a, ok := c.RemoteAddr().(*net.TCPAddr); ok {
+		ip, _ := netip.AddrFromSlice(a.IP)
+		return ip.Unmap()
+	}
+	return netip.Addr{}
 }
 
 // Refused counts connections closed because their header was missing, malformed or late.

@@ -80,18 +80,25 @@ func (p *l4Plane) Swap(cfg *config.Config, pools map[string]*upstream.Pool) erro
 		}
 		udps = append(udps, udpPlan{l, routes[0].Pool, routes[0].Key})
 	}
+	trust, err := proxyTrust(cfg)
+	if err != nil {
+		return err
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for _, t := range tcps {
 		if px := p.tcp[t.l.Name]; px != nil {
 			px.Swap(t.table)
+			px.SetProxyTrust(trust)
 			continue
 		}
-		p.tcp[t.l.Name] = l4.NewTCP(l4.TCPOptions{
+		px := l4.NewTCP(l4.TCPOptions{
 			IdleTimeout:      t.l.IdleTimeout.Duration,
 			AcceptProxy:      t.l.AcceptProxy,
 			HandshakeTimeout: t.l.ReadHeaderTimeout.Duration,
 		}, t.table)
+		px.SetProxyTrust(trust)
+		p.tcp[t.l.Name] = px
 	}
 	for _, u := range udps {
 		if px := p.udp[u.l.Name]; px != nil {

@@ -37,11 +37,13 @@ type httpPlane struct {
 	logger *slog.Logger
 	proxy  *httpproxy.Proxy // nil until the first Swap
 
-	mu  sync.Mutex // guards cfg and pp against the admin plane's reads
+	mu  sync.Mutex // guards cfg, pp and trust against the admin plane's reads and Serve
 	cfg *config.Config
 	// pp holds the PROXY protocol readers of each accept_proxy listener's sockets, by name
 	// (a reload that moves a listener gives it a new socket), so that its count never goes back.
-	pp     map[string][]*proxyproto.Listener
+	pp    map[string][]*proxyproto.Listener
+	trust proxyproto.Trust // trusted_proxies: the peers whose PROXY headers are believed
+
 	h2     *h2proxy.Proxy // gets the HTTP/2 connections of TLS and h2c listeners
 	fronts fronts         // TLS certificates and the fronts of TLS and h2c listeners
 }
@@ -63,6 +65,10 @@ func (p *httpPlane) Listeners(cfg *config.Config) []config.Listener {
 // the pools that serve http.
 func (p *httpPlane) Swap(cfg *config.Config, pools map[string]*upstream.Pool) error {
 	hc := httpPart(cfg)
+	trust, err := proxyTrust(cfg)
+	if err != nil {
+		return err
+	}
 	commitTLS, err := p.fronts.prepare(hc)
 	if err != nil {
 		return err
@@ -80,7 +86,12 @@ func (p *httpPlane) Swap(cfg *config.Config, pools map[string]*upstream.Pool) er
 	}
 	commitTLS()
 	p.mu.Lock()
-	p.cfg = hc
+	p.cfg, p.trust = hc, trust
+	for _, pls := range p.pp { // a reload's trusted_proxies apply to open listeners at once
+		for _, pl := range pls {
+			pl.SetTrust(trust)
+		}
+	}
 	p.mu.Unlock()
 	return nil
 }
@@ -125,6 +136,7 @@ func (p *httpPlane) Serve(listener string, sock Socket) error {
 				p.pp = map[string][]*proxyproto.Listener{}
 			}
 			pl := proxyproto.NewListener(ln, l.ReadHeaderTimeout.Duration)
+			pl.SetTrust(p.trust)
 			p.pp[listener], ln = append(p.pp[listener], pl), pl
 		}
 	}
@@ -182,4 +194,11 @@ func (p *httpPlane) PoolCounters(pool string) (retries, hedges uint64) {
 		return 0, 0
 	}
 	return p.proxy.PoolCounters(pool)
+}
+
+// proxyTrust is the configuration's trusted_proxies as the peers an accept_proxy listener
+// takes PROXY headers from (empty: every peer).
+func proxyTrust(cfg *config.Config) (proxyproto.Trust, error) {
+	ps, err := config.ParsePrefixes(cfg.TrustedProxies)
+	return proxyproto.Trust(ps), err
 }

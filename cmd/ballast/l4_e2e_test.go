@@ -927,3 +927,68 @@ func TestQuickFormL4Config(t *testing.T) {
 		t.Errorf("--accept-proxy with --mode udp: %v", err)
 	}
 }
+
+// TestServeProxyTrust: with trusted_proxies, an accept_proxy listener (http or tcp) takes a
+// PROXY header only from those peers: a loopback client that is not one of them is closed
+// unanswered and counted, even with a well-formed header; a reload that trusts loopback lets
+// the same request through on the sockets already open.
+func TestServeProxyTrust(t *testing.T) {
+	be := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "hello "+r.Header.Get("X-Forwarded-For"))
+	}))
+	defer be.Close()
+	file := filepath.Join(t.TempDir(), "ballast.yaml")
+	conf := `
+trusted_proxies: [%q]
+listeners:
+  - {name: web, address: "127.0.0.1:0", accept_proxy: true}
+  - {name: raw, address: "127.0.0.1:0", protocol: tcp, accept_proxy: true}
+pools:
+  - {name: site, backends: [{address: %[2]q}]}
+  - {name: tcp, backends: [{address: %[2]q}]}
+routes: [{listener: web, pool: site}, {listener: raw, pool: tcp}]
+admin: {address: "127.0.0.1:0"}
+`
+	backend := strings.TrimPrefix(be.URL, "http://")
+	e2eWriteFile(t, file, fmt.Sprintf(conf, "192.0.2.0/24", backend))
+	p := e2eStart(t, "serve", "-c", file)
+	ls := e2eListeners(p)
+	am, _ := p.waitLine(true, 0, e2eAdminRE)
+	ask := func(addr string) string {
+		t.Helper()
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		_ = c.SetDeadline(time.Now().Add(e2eWait))
+		io.WriteString(c, "PROXY TCP4 198.51.100.7 127.0.0.1 40000 80\r\nGET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+		b, _ := io.ReadAll(c)
+		return string(b)
+	}
+	web, raw := ls["http"][0], ls["tcp"][0]
+	for _, addr := range []string{web, raw} {
+		if got := ask(addr); got != "" {
+			t.Fatalf("%s: an untrusted peer's PROXY header was answered: %q", addr, got)
+		}
+	}
+	for _, l := range []string{`listener="web",protocol="http"`, `listener="raw",protocol="tcp"`} {
+		want := `ballast_listener_proxy_refused_total{` + l + `} 1`
+		for deadline := time.Now().Add(e2eWait); !strings.Contains(adminBody(t, am[1]+"/metrics"), want); time.Sleep(20 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("/metrics never showed %s", want)
+			}
+		}
+	}
+
+	e2eWriteFile(t, file, fmt.Sprintf(conf, "127.0.0.0/8", backend))
+	from := p.errCount()
+	p.signal(syscall.SIGHUP)
+	p.waitLine(true, from, regexp.MustCompile(`msg="configuration reloaded"`))
+	if got := ask(web); !strings.HasSuffix(got, "hello 198.51.100.7") {
+		t.Errorf("http listener after trusting loopback: %q, want the backend's answer naming 198.51.100.7", got)
+	}
+	if got := ask(raw); !strings.HasSuffix(got, "\r\n\r\nhello ") { // bytes pass as they are: no X-Forwarded-For
+		t.Errorf("tcp listener after trusting loopback: %q, want the backend's answer", got)
+	}
+}
