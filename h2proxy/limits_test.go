@@ -308,8 +308,9 @@ done:
 
 // Shutdown sends GOAWAY on open HTTP/2 connections, lets a running stream finish, and returns.
 func TestShutdownDrainsHTTP2(t *testing.T) {
-	release := make(chan struct{})
+	release, running := make(chan struct{}), make(chan struct{})
 	backend := h2cServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		close(running)
 		<-release
 		io.WriteString(w, "done")
 	}))
@@ -329,6 +330,11 @@ pools: [{name: p, protocol: h2c, backends: [{address: %s}]}]
 	r := dialRaw(t, s.Addr("in").String())
 	if err := r.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: headerBlock("/"), EndStream: true, EndHeaders: true}); err != nil {
 		t.Fatal(err)
+	}
+	select { // the stream is running at the backend before shutdown begins
+	case <-running:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the stream never reached the backend")
 	}
 	shut := make(chan error, 1)
 	go func() {

@@ -29,4 +29,9 @@ func (p *h2Plane) Serve(string, Socket) error {
 	return errors.New("http2 plane: serves connections from the http plane, not sockets")
 }
 
-func (p *h2Plane) Shutdown(ctx context.Context) error { return p.proxy.Shutdown(ctx) }
+// Shutdown drains after the fronts have handed over every connection they accepted: a
+// connection still being sniffed when shutdown began is served (and sent GOAWAY) like the rest.
+func (p *h2Plane) Shutdown(ctx context.Context) error {
+	p.http.fronts.wait(ctx)
+	return p.proxy.Shutdown(ctx)
+}

@@ -28,6 +28,20 @@ type fronts struct {
 	mu   sync.Mutex
 	conf map[string]config.Listener // the installed configuration's listeners
 	tls  map[string]*tlsconf.Server // by listener name; kept across reloads
+	// busy counts the fronts' accept loops and the connections being sniffed or handshaken,
+	// so that the HTTP/2 plane drains only after every accepted connection has reached it.
+	busy sync.WaitGroup
+}
+
+// wait returns when no front accepts or dispatches any more (their sockets are closed by the
+// HTTP/1 plane's shutdown), or when ctx ends.
+func (f *fronts) wait(ctx context.Context) {
+	done := make(chan struct{})
+	go func() { f.busy.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
 }
 
 // prepare reads the certificates of every TLS listener of cfg; commit installs them and
@@ -74,6 +88,7 @@ func (f *fronts) front(listener string, h2 *h2proxy.Proxy) *front {
 		return nil
 	}
 	return &front{
+		busy:     &f.busy,
 		listener: listener,
 		tls:      f.tls[listener],
 		h2:       h2,
@@ -83,6 +98,7 @@ func (f *fronts) front(listener string, h2 *h2proxy.Proxy) *front {
 
 // front serves one socket.
 type front struct {
+	busy     *sync.WaitGroup // the fronts' (see fronts.busy)
 	listener string
 	tls      *tlsconf.Server // nil on an h2c listener
 	h2       *h2proxy.Proxy
@@ -93,7 +109,9 @@ type front struct {
 // the HTTP/1 connections from the listener it is given. It returns serveHTTP1's result.
 func (f *front) serve(ln net.Listener, serveHTTP1 func(net.Listener) error) error {
 	h1 := newChanListener(ln.Addr())
+	f.busy.Add(1)
 	go func() {
+		defer f.busy.Done()
 		for {
 			c, err := ln.Accept()
 			if err != nil {
@@ -104,6 +122,7 @@ func (f *front) serve(ln net.Listener, serveHTTP1 func(net.Listener) error) erro
 				h1.Close()
 				return
 			}
+			f.busy.Add(1) // while this loop holds one, so never from zero during a wait
 			go f.dispatch(sockio.NewConn(c), h1) // the fast path fasthttp's listeners have
 		}
 	}()
@@ -115,7 +134,11 @@ func (f *front) serve(ln net.Listener, serveHTTP1 func(net.Listener) error) erro
 // http2Preface is the client connection preface (RFC 9113 §3.4).
 var http2Preface = []byte("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n")
 
+// dispatch hands c to the plane that speaks its protocol; it counts in busy (taken by the
+// accept loop) until then.
 func (f *front) dispatch(c net.Conn, h1 *chanListener) {
+	handed := sync.OnceFunc(f.busy.Done)
+	defer handed()
 	_ = c.SetReadDeadline(time.Now().Add(f.timeout))
 	if f.tls != nil {
 		tc := tls.Server(c, f.tls.Config())
@@ -128,6 +151,7 @@ func (f *front) dispatch(c net.Conn, h1 *chanListener) {
 		}
 		_ = c.SetReadDeadline(time.Time{})
 		if tc.ConnectionState().NegotiatedProtocol == tlsconf.ALPNH2 {
+			handed() // the HTTP/2 plane's shutdown waits for this (fronts.wait)
 			f.h2.ServeConn(f.listener, tc, true)
 			return
 		}
@@ -142,6 +166,7 @@ func (f *front) dispatch(c net.Conn, h1 *chanListener) {
 	_ = c.SetReadDeadline(time.Time{})
 	pc := &prefixConn{Conn: c, prefix: prefix}
 	if h2 {
+		handed()
 		f.h2.ServeConn(f.listener, pc, false)
 		return
 	}
