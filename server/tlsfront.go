@@ -122,7 +122,7 @@ func (f *front) serve(ln net.Listener, serveHTTP1 func(net.Listener) error) erro
 				h1.Close()
 				return
 			}
-			f.busy.Add(1) // while this loop holds one, so never from zero during a wait
+			f.busy.Add(1)                        // while this loop holds one, so never from zero during a wait
 			go f.dispatch(sockio.NewConn(c), h1) // the fast path fasthttp's listeners have
 		}
 	}()
