@@ -30,16 +30,44 @@ type fronts struct {
 	tls  map[string]*tlsconf.Server // by listener name; kept across reloads
 	// busy counts the fronts' accept loops and the connections being sniffed or handshaken,
 	// so that the HTTP/2 plane drains only after every accepted connection has reached it.
-	busy sync.WaitGroup
+	busy busyCount
 }
 
 // wait returns when no front accepts or dispatches any more (their sockets are closed by the
 // HTTP/1 plane's shutdown), or when ctx ends.
-func (f *fronts) wait(ctx context.Context) {
-	done := make(chan struct{})
-	go func() { f.busy.Wait(); close(done) }()
+func (f *fronts) wait(ctx context.Context) { f.busy.wait(ctx) }
+
+// busyCount is a count that can be waited on until it is zero, with a deadline; unlike a
+// WaitGroup it may go up from zero while someone waits.
+type busyCount struct {
+	mu      sync.Mutex
+	n       int
+	waiters []chan struct{}
+}
+
+func (b *busyCount) add(d int) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.n += d
+	if b.n == 0 {
+		for _, w := range b.waiters {
+			close(w)
+		}
+		b.waiters = nil
+	}
+}
+
+func (b *busyCount) wait(ctx context.Context) {
+	b.mu.Lock()
+	if b.n == 0 {
+		b.mu.Unlock()
+		return
+	}
+	w := make(chan struct{})
+	b.waiters = append(b.waiters, w)
+	b.mu.Unlock()
 	select {
-	case <-done:
+	case <-w:
 	case <-ctx.Done():
 	}
 }
@@ -98,7 +126,7 @@ func (f *fronts) front(listener string, h2 *h2proxy.Proxy) *front {
 
 // front serves one socket.
 type front struct {
-	busy     *sync.WaitGroup // the fronts' (see fronts.busy)
+	busy     *busyCount // the fronts' (see fronts.busy)
 	listener string
 	tls      *tlsconf.Server // nil on an h2c listener
 	h2       *h2proxy.Proxy
@@ -109,9 +137,9 @@ type front struct {
 // the HTTP/1 connections from the listener it is given. It returns serveHTTP1's result.
 func (f *front) serve(ln net.Listener, serveHTTP1 func(net.Listener) error) error {
 	h1 := newChanListener(ln.Addr())
-	f.busy.Add(1)
+	f.busy.add(1)
 	go func() {
-		defer f.busy.Done()
+		defer f.busy.add(-1)
 		for {
 			c, err := ln.Accept()
 			if err != nil {
@@ -122,7 +150,7 @@ func (f *front) serve(ln net.Listener, serveHTTP1 func(net.Listener) error) erro
 				h1.Close()
 				return
 			}
-			f.busy.Add(1)                        // while this loop holds one, so never from zero during a wait
+			f.busy.add(1)
 			go f.dispatch(sockio.NewConn(c), h1) // the fast path fasthttp's listeners have
 		}
 	}()
@@ -137,7 +165,7 @@ var http2Preface = []byte("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n")
 // dispatch hands c to the plane that speaks its protocol; it counts in busy (taken by the
 // accept loop) until then.
 func (f *front) dispatch(c net.Conn, h1 *chanListener) {
-	handed := sync.OnceFunc(f.busy.Done)
+	handed := sync.OnceFunc(func() { f.busy.add(-1) })
 	defer handed()
 	_ = c.SetReadDeadline(time.Now().Add(f.timeout))
 	if f.tls != nil {
