@@ -29,9 +29,12 @@ type Proxy struct {
 	logger *slog.Logger
 	access atomic.Pointer[AccessLog] // nil when logging.access is off
 
-	mu      sync.Mutex // guards servers and closed; never taken on the request path
+	mu      sync.Mutex // guards servers, pollers and closed; never taken on the request path
 	servers []*fasthttp.Server
+	pollers []*sockio.Poller
 	closed  bool
+
+	stopping atomic.Bool // Shutdown began: parked connections are closed, not served again
 
 	tunnels sync.WaitGroup // upgraded connections being relayed
 }
@@ -318,7 +321,11 @@ type listenerState struct {
 	proxy   *Proxy
 	server  *fasthttp.Server
 	maxHdrs int
-	cached  atomic.Pointer[listenerTable] // this listener's view of the current table
+	// maxRequests is max_keepalive_requests; poller holds the listener's idle keep-alive
+	// connections (idlepark.go), nil for TLS listeners and off Linux.
+	maxRequests int
+	poller      *sockio.Poller
+	cached      atomic.Pointer[listenerTable] // this listener's view of the current table
 }
 
 // listenerTable caches per-table facts about one listener, so requests skip a map lookup.
@@ -381,6 +388,7 @@ func (p *Proxy) Serve(listener string, ln net.Listener) error {
 		Logger:                       slogAdapter{p.logger},
 	}
 	ls.server = srv
+	ls.maxRequests = lc.MaxKeepAliveRequests
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
@@ -388,10 +396,20 @@ func (p *Proxy) Serve(listener string, ln net.Listener) error {
 		return errors.New("httpproxy: proxy is shut down")
 	}
 	p.servers = append(p.servers, srv)
+	if lc.TLS == nil { // a TLS connection keeps its goroutine: crypto/tls buffers records above the socket
+		if pl, err := sockio.NewPoller(ls.wake); err == nil {
+			ls.poller = pl
+			p.pollers = append(p.pollers, pl)
+		}
+	}
 	p.mu.Unlock()
 	ln = sockio.Listener{Listener: ln} // client sockets read and written with raw calls: see sockio.IO
 	// Policy: max_conns_per_client (ratelimit.go).
 	ln = ls.limitConns(ln)
+	if ls.poller != nil {
+		ln = parkListener{Listener: ln, ls: ls} // idle keep-alive connections without a goroutine (idlepark.go)
+		srv.Handler = ls.handleAndPark
+	}
 	if lc.TLS != nil {
 		err = srv.ServeTLS(ln, lc.TLS.Cert, lc.TLS.Key)
 	} else {
@@ -412,10 +430,16 @@ func (p *Proxy) Shutdown(ctx context.Context) error {
 	p.mu.Lock()
 	first := !p.closed
 	p.closed = true
-	servers := p.servers
+	servers, pollers := p.servers, p.pollers
 	p.mu.Unlock()
 	if first {
 		defer stopCoarseClock()
+	}
+	// Parked connections are idle: close them, and park no more, before the servers wait for
+	// the active ones.
+	p.stopping.Store(true)
+	for _, pl := range pollers {
+		pl.Close()
 	}
 	var errs []error
 	for _, s := range servers {

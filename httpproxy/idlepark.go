@@ -1,0 +1,163 @@
+package httpproxy
+
+import (
+	"errors"
+	"net"
+	"os"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"ballast/sockio"
+)
+
+// parkAfter is how long a keep-alive client connection waits for its next request in its own
+// goroutine before it is parked in the listener's sockio.Poller: the goroutine ends and
+// fasthttp returns the connection's buffers and request context to its pools, so an idle
+// connection costs its socket and about a kilobyte instead of a stack and ~25 KiB of
+// buffers. A busy connection never waits that long, so parking costs nothing per request;
+// the price (a new goroutine and fasthttp's per-connection setup, a few µs) is paid once per
+// idle period.
+const parkAfter = 250 * time.Millisecond
+
+// errParked ends fasthttp's serving loop of a connection whose idle wait outlasted parkAfter.
+// fasthttp drops a keep-alive connection silently when nothing of a next request was read,
+// and then calls Close, which parks it (keepConn.Close).
+var errParked = errors.New("httpproxy: idle connection parked")
+
+// States of a keepConn. Only the connection's serving goroutine moves it, except that Close
+// (which Shutdown may call from elsewhere) moves parking to parked.
+const (
+	kcActive  int32 = iota // reading or answering a request
+	kcDone                 // the handler returned: the next read deadline opens the idle wait
+	kcIdle                 // waiting for the next request under the idle timeout
+	kcParking              // the wait outlasted parkAfter: Read returned errParked, Close parks
+	kcParked               // in the poller, or being woken
+)
+
+// keepConn is a plain-HTTP client connection as fasthttp serves it. It tells the idle wait
+// between two requests from every other read by its sequence (the handler returned, then
+// fasthttp sets the idle deadline, then reads), caps that wait at parkAfter, and turns its
+// expiry into errParked. The idle timeout itself still applies: fasthttp's deadline while the
+// goroutine waits, the poller's once parked.
+type keepConn struct {
+	net.Conn // sockio.Conn, or the max_conns_per_client count around one
+	rc       syscall.RawConn
+	ls       *listenerState
+
+	state     atomic.Int32
+	idleUntil time.Time // the idle deadline of the current wait
+	requests  int       // served on this connection, across parkings
+}
+
+// parkListener hands out keepConns for the listener's poller.
+type parkListener struct {
+	net.Listener
+	ls *listenerState
+}
+
+func (l parkListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	if sc := sockConnOf(c); sc != nil && sc.RawConn() != nil {
+		return &keepConn{Conn: c, rc: sc.RawConn(), ls: l.ls}, nil
+	}
+	return c, nil
+}
+
+// sockConnOf finds the socket under the wrappers of c, or nil.
+func sockConnOf(c net.Conn) *sockio.Conn {
+	for {
+		switch x := c.(type) {
+		case *sockio.Conn:
+			return x
+		case *countedConn:
+			c = x.Conn
+		default:
+			return nil
+		}
+	}
+}
+
+// SetReadDeadline opens the idle wait when the handler has returned (fasthttp then sets the
+// idle deadline before it waits for the next request), arming parkAfter if that is sooner.
+func (k *keepConn) SetReadDeadline(t time.Time) error {
+	if !t.IsZero() && k.state.CompareAndSwap(kcDone, kcIdle) {
+		k.idleUntil = t
+		if w := time.Now().Add(parkAfter); w.Before(t) {
+			t = w
+		}
+		return k.Conn.SetReadDeadline(t)
+	}
+	if !t.IsZero() {
+		k.state.CompareAndSwap(kcIdle, kcActive) // a pipelined request was already buffered
+	}
+	return k.Conn.SetReadDeadline(t)
+}
+
+func (k *keepConn) Read(p []byte) (int, error) {
+	n, err := k.Conn.Read(p)
+	if k.state.Load() != kcIdle {
+		return n, err
+	}
+	if n > 0 {
+		k.state.Store(kcActive)
+		return n, err
+	}
+	if errors.Is(err, os.ErrDeadlineExceeded) && time.Now().Before(k.idleUntil) {
+		k.state.Store(kcParking)
+		return 0, errParked
+	}
+	return n, err
+}
+
+// Close parks the connection after errParked ended its serving loop, and closes it otherwise.
+func (k *keepConn) Close() error {
+	if k.state.CompareAndSwap(kcParking, kcParked) {
+		_ = k.Conn.SetDeadline(time.Time{}) // the parked wait has no deadline of the runtime's
+		if k.ls.poller.Park(k, k.rc, k.idleUntil) {
+			return nil
+		}
+	}
+	return k.Conn.Close()
+}
+
+// CloseWrite half-closes the connection, which the tunnel relies on.
+func (k *keepConn) CloseWrite() error {
+	if cw, ok := k.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return nil
+}
+
+// handleAndPark is the handler of a listener with a poller. After every request on a keepConn: unless the connection was
+// hijacked (a tunnel) or must close, its next idle wait may park it. It also enforces
+// max_keepalive_requests across parkings, which restart fasthttp's own count.
+func (ls *listenerState) handleAndPark(ctx *fasthttp.RequestCtx) {
+	ls.handle(ctx)
+	k, ok := ctx.Conn().(*keepConn)
+	if !ok || ctx.Hijacked() {
+		return
+	}
+	k.requests++
+	if (ls.maxRequests > 0 && k.requests >= ls.maxRequests) || ls.proxy.stopping.Load() {
+		ctx.SetConnectionClose()
+		return
+	}
+	k.state.Store(kcDone)
+}
+
+// wake serves a parked connection that became readable, in the goroutine the poller started.
+func (ls *listenerState) wake(c net.Conn) {
+	k := c.(*keepConn)
+	if ls.proxy.stopping.Load() {
+		_ = k.Conn.Close()
+		return
+	}
+	k.state.Store(kcActive)
+	_ = ls.server.ServeConn(k) // closes or parks k when done
+}
