@@ -151,8 +151,37 @@ func (ls *listenerState) handleAndPark(ctx *fasthttp.RequestCtx) {
 	k.state.Store(kcDone)
 }
 
-// wake serves a parked connection that became readable, in the goroutine the poller started.
+// wakeWorkerIdle is how long a goroutine that served a woken connection waits for the next
+// one before it ends.
+const wakeWorkerIdle = time.Second
+
+// wake hands a parked connection that became readable to a waiting worker, or to a new one.
+// Workers are reused because a fresh goroutine grows its stack to the request path's depth
+// by copying it several times, which costs more than the rest of the wake.
 func (ls *listenerState) wake(c net.Conn) {
+	select {
+	case ls.wakeq <- c:
+	default:
+		go ls.wakeWorker(c)
+	}
+}
+
+func (ls *listenerState) wakeWorker(c net.Conn) {
+	t := time.NewTimer(wakeWorkerIdle)
+	defer t.Stop()
+	for {
+		ls.serveWoken(c)
+		t.Reset(wakeWorkerIdle)
+		select {
+		case c = <-ls.wakeq:
+		case <-t.C:
+			return
+		}
+	}
+}
+
+// serveWoken serves a woken connection until it closes or parks again.
+func (ls *listenerState) serveWoken(c net.Conn) {
 	k := c.(*keepConn)
 	if ls.proxy.stopping.Load() {
 		_ = k.Conn.Close()

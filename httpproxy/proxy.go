@@ -325,6 +325,7 @@ type listenerState struct {
 	// connections (idlepark.go), nil for TLS listeners and off Linux.
 	maxRequests int
 	poller      *sockio.Poller
+	wakeq       chan net.Conn                 // woken connections for idle wake workers (idlepark.go)
 	cached      atomic.Pointer[listenerTable] // this listener's view of the current table
 }
 
@@ -360,7 +361,7 @@ func (p *Proxy) Serve(listener string, ln net.Listener) error {
 		return fmt.Errorf("httpproxy: no configured listener %q", listener)
 	}
 	var err error
-	ls := &listenerState{name: lc.Name, proxy: p, tls: lc.TLS != nil}
+	ls := &listenerState{name: lc.Name, proxy: p, tls: lc.TLS != nil, wakeq: make(chan net.Conn)}
 	ls.idle = durationOr(lc.IdleTimeout.Duration, config.DefaultIdleTimeout)
 	ls.maxHdrs = lc.MaxHeaderBytes
 	if ls.maxHdrs <= 0 {

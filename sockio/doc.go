@@ -10,7 +10,7 @@
 // be used wherever one is; Listener hands out Conns. Off Linux everything falls back to the
 // plain net.Conn calls, and NewPoller fails (callers keep a goroutine per connection).
 //
-// Poller: Park, Len and Close are safe for concurrent use; wake runs in a new goroutine per
-// woken connection and owns it from then on. A parked connection must not be read, written
+// Poller: Park, Len and Close are safe for concurrent use; wake runs in the Poller's goroutine,
+// must not block, and owns the woken connection from then on. A parked connection must not be read, written
 // or closed by anyone else until it is woken (Close on the Poller closes it).
 package sockio

@@ -42,8 +42,9 @@ type parked struct {
 // goroutine takes to notice Close.
 const pollEvery = 100 * time.Millisecond
 
-// NewPoller starts a poller whose wake runs, in a new goroutine, for each parked connection
-// that becomes readable (or whose peer closed it); wake owns the connection from then on.
+// NewPoller starts a poller whose wake runs for each parked connection that becomes readable
+// (or whose peer closed it); wake owns the connection from then on. wake runs in the poller's
+// goroutine and must hand the connection on without blocking.
 func NewPoller(wake func(net.Conn)) (*Poller, error) {
 	epfd, err := syscall.EpollCreate1(syscall.EPOLL_CLOEXEC)
 	if err != nil {
@@ -154,7 +155,7 @@ func (p *Poller) run(rc syscall.RawConn) {
 		}
 		p.mu.Unlock()
 		for _, c := range woken {
-			go p.wake(c)
+			p.wake(c)
 		}
 		for _, c := range expired {
 			_ = c.Close()

@@ -13,7 +13,7 @@ import (
 // nothing consumed, a passed deadline closes it, and Close closes what is parked.
 func TestPoller(t *testing.T) {
 	woken := make(chan net.Conn, 4)
-	p, err := NewPoller(func(c net.Conn) { woken <- c })
+	p, err := NewPoller(func(c net.Conn) { woken <- c }) // buffered: never blocks here
 	if err != nil {
 		t.Fatal(err)
 	}
