@@ -63,10 +63,18 @@ func (l parkListener) Accept() (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	if sc := sockConnOf(c); sc != nil && sc.RawConn() != nil {
-		return &keepConn{Conn: c, rc: sc.RawConn(), ls: l.ls}, nil
+	if k, ok := l.wrap(c); ok {
+		return k, nil
 	}
 	return c, nil
+}
+
+// wrap makes c a keepConn if a socket lies under it.
+func (l parkListener) wrap(c net.Conn) (*keepConn, bool) {
+	if sc := sockConnOf(c); sc != nil && sc.RawConn() != nil {
+		return &keepConn{Conn: c, rc: sc.RawConn(), ls: l.ls}, true
+	}
+	return nil, false
 }
 
 // sockConnOf finds the socket under the wrappers of c, or nil.
