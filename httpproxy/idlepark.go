@@ -142,9 +142,9 @@ func (k *keepConn) CloseWrite() error {
 	return nil
 }
 
-// handleAndPark is the handler of a listener with a poller. After every request on a keepConn: unless the connection was
-// hijacked (a tunnel) or must close, its next idle wait may park it. It also enforces
-// max_keepalive_requests across parkings, which restart fasthttp's own count.
+// handleAndPark is the handler of a listener with a poller: after each request on a keepConn
+// that was not hijacked (a tunnel), the next idle wait may park the connection. It also
+// enforces max_keepalive_requests across parkings, which restart fasthttp's own count.
 func (ls *listenerState) handleAndPark(ctx *fasthttp.RequestCtx) {
 	ls.handle(ctx)
 	k, ok := ctx.Conn().(*keepConn)
