@@ -4,6 +4,8 @@ import (
 	"errors"
 	"net"
 	"os"
+	"runtime"
+	"runtime/debug"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -128,6 +130,7 @@ func (k *keepConn) Close() error {
 	if k.state.CompareAndSwap(kcParking, kcParked) {
 		_ = k.Conn.SetDeadline(time.Time{}) // the parked wait has no deadline of the runtime's
 		if k.ls.poller.Park(k, k.rc, k.idleUntil) {
+			k.ls.proxy.parked()
 			return nil
 		}
 	}
@@ -197,4 +200,42 @@ func (ls *listenerState) serveWoken(c net.Conn) {
 	}
 	k.state.Store(kcActive)
 	_ = ls.server.ServeConn(k) // closes or parks k when done
+}
+
+// A burst of connections that went idle leaves the memory it used while active in the heap:
+// free, or held by fasthttp's sync.Pools until the second collection, and returned to the
+// system only as the runtime's scavenger gets to it, so the process's RSS stays at the
+// burst's high-water mark for minutes. After releaseBurst parkings the proxy collects twice
+// and returns the free memory (debug.FreeOSMemory) once the parkings have stopped coming,
+// at most once per releaseEvery: two collections of a proxy's small heap cost milliseconds.
+const (
+	releaseBurst = 1024
+	releaseEvery = 10 * time.Second
+)
+
+// parked counts one parking and starts a release after a burst of them.
+func (p *Proxy) parked() {
+	if p.parkedSince.Add(1) < releaseBurst {
+		return
+	}
+	now, last := time.Now().UnixNano(), p.lastRelease.Load()
+	if now-last < int64(releaseEvery) || !p.lastRelease.CompareAndSwap(last, now) {
+		return
+	}
+	go p.release()
+}
+
+// release returns the memory of a burst that went idle, once parkings stop coming.
+func (p *Proxy) release() {
+	for range 8 { // until a parkAfter passes without a parking, at most 8 of them
+		n := p.parkedSince.Load()
+		time.Sleep(parkAfter)
+		if p.parkedSince.Load() == n {
+			break
+		}
+	}
+	p.parkedSince.Store(0)
+	runtime.GC() // the pools' contents move to their victim caches, freed by the next one
+	debug.FreeOSMemory()
+	p.releases.Add(1)
 }

@@ -36,6 +36,10 @@ type Proxy struct {
 
 	stopping atomic.Bool // Shutdown began: parked connections are closed, not served again
 
+	parkedSince atomic.Int64 // parkings since the last memory release (idlepark.go)
+	lastRelease atomic.Int64 // when the last release started, Unix ns
+	releases    atomic.Int64 // memory releases done
+
 	tunnels sync.WaitGroup // upgraded connections being relayed
 }
 
@@ -410,6 +414,10 @@ func (p *Proxy) Serve(listener string, ln net.Listener) error {
 	if ls.poller != nil {
 		ln = parkListener{Listener: ln, ls: ls} // idle keep-alive connections without a goroutine (idlepark.go)
 		srv.Handler = ls.handleAndPark
+		// A goroutine that served a connection which then parked waits in fasthttp's worker
+		// pool, with its stack; end it as soon as the connection would have parked, so that
+		// idle connections hold no stacks there (fasthttp's default keeps it 10 s).
+		srv.MaxIdleWorkerDuration = parkAfter
 	}
 	if lc.TLS != nil {
 		err = srv.ServeTLS(ln, lc.TLS.Cert, lc.TLS.Key)
