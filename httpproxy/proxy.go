@@ -29,9 +29,16 @@ type Proxy struct {
 	logger *slog.Logger
 	access atomic.Pointer[AccessLog] // nil when logging.access is off
 
-	mu      sync.Mutex // guards servers and closed; never taken on the request path
+	mu      sync.Mutex // guards servers, pollers and closed; never taken on the request path
 	servers []*fasthttp.Server
+	pollers []*sockio.Poller
 	closed  bool
+
+	stopping atomic.Bool // Shutdown began: parked connections are closed, not served again
+
+	parkedSince atomic.Int64 // parkings since the last memory release (idlepark.go)
+	lastRelease atomic.Int64 // when the last release started, Unix ns
+	releases    atomic.Int64 // memory releases done
 
 	tunnels sync.WaitGroup // upgraded connections being relayed
 }
@@ -318,7 +325,12 @@ type listenerState struct {
 	proxy   *Proxy
 	server  *fasthttp.Server
 	maxHdrs int
-	cached  atomic.Pointer[listenerTable] // this listener's view of the current table
+	// maxRequests is max_keepalive_requests; poller holds the listener's idle keep-alive
+	// connections (idlepark.go), nil for TLS listeners and off Linux.
+	maxRequests int
+	poller      *sockio.Poller
+	wakeq       chan net.Conn                 // woken connections for idle wake workers (idlepark.go)
+	cached      atomic.Pointer[listenerTable] // this listener's view of the current table
 }
 
 // listenerTable caches per-table facts about one listener, so requests skip a map lookup.
@@ -353,7 +365,7 @@ func (p *Proxy) Serve(listener string, ln net.Listener) error {
 		return fmt.Errorf("httpproxy: no configured listener %q", listener)
 	}
 	var err error
-	ls := &listenerState{name: lc.Name, proxy: p, tls: lc.TLS != nil}
+	ls := &listenerState{name: lc.Name, proxy: p, tls: lc.TLS != nil, wakeq: make(chan net.Conn)}
 	ls.idle = durationOr(lc.IdleTimeout.Duration, config.DefaultIdleTimeout)
 	ls.maxHdrs = lc.MaxHeaderBytes
 	if ls.maxHdrs <= 0 {
@@ -381,6 +393,7 @@ func (p *Proxy) Serve(listener string, ln net.Listener) error {
 		Logger:                       slogAdapter{p.logger},
 	}
 	ls.server = srv
+	ls.maxRequests = lc.MaxKeepAliveRequests
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
@@ -388,11 +401,25 @@ func (p *Proxy) Serve(listener string, ln net.Listener) error {
 		return errors.New("httpproxy: proxy is shut down")
 	}
 	p.servers = append(p.servers, srv)
+	if lc.TLS == nil { // a TLS connection keeps its goroutine: crypto/tls buffers records above the socket
+		if pl, err := sockio.NewPoller(ls.wake); err == nil {
+			ls.poller = pl
+			p.pollers = append(p.pollers, pl)
+		}
+	}
 	p.mu.Unlock()
 	_, tlsDone := ln.(tlsTerminated)   // a TLS front (server) already terminated TLS
 	ln = sockio.Listener{Listener: ln} // client sockets read and written with raw calls: see sockio.IO
 	// Policy: max_conns_per_client (ratelimit.go).
 	ln = ls.limitConns(ln)
+	if ls.poller != nil {
+		ln = parkListener{Listener: ln, ls: ls} // idle keep-alive connections without a goroutine (idlepark.go)
+		srv.Handler = ls.handleAndPark
+		// A goroutine that served a connection which then parked waits in fasthttp's worker
+		// pool, with its stack; end it as soon as the connection would have parked, so that
+		// idle connections hold no stacks there (fasthttp's default keeps it 10 s).
+		srv.MaxIdleWorkerDuration = parkAfter
+	}
 	if lc.TLS != nil && !tlsDone {
 		err = srv.ServeTLS(ln, lc.TLS.Cert, lc.TLS.Key)
 	} else {
@@ -413,10 +440,16 @@ func (p *Proxy) Shutdown(ctx context.Context) error {
 	p.mu.Lock()
 	first := !p.closed
 	p.closed = true
-	servers := p.servers
+	servers, pollers := p.servers, p.pollers
 	p.mu.Unlock()
 	if first {
 		defer stopCoarseClock()
+	}
+	// Parked connections are idle: close them, and park no more, before the servers wait for
+	// the active ones.
+	p.stopping.Store(true)
+	for _, pl := range pollers {
+		pl.Close()
 	}
 	var errs []error
 	for _, s := range servers {

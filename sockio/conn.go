@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -114,3 +115,6 @@ func (l Listener) Accept() (net.Conn, error) {
 // Pending reports, without blocking, whether bytes from the peer wait to be read (always false
 // off Linux).
 func (c *Conn) Pending() bool { return c.raw.Pending() }
+
+// RawConn is the socket under c, for a Poller.
+func (c *Conn) RawConn() syscall.RawConn { return c.raw.RC }

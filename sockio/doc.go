@@ -1,11 +1,16 @@
 // Package sockio reads and writes TCP sockets for the data planes with raw, non-blocking
 // system calls that keep the calling goroutine's P (see IO for why), and arms read deadlines
-// lazily (Conn). The HTTP plane uses it for client and backend connections.
+// lazily (Conn). The HTTP plane uses it for client and backend connections, and parks idle
+// keep-alive clients in a Poller (one epoll set for all of them) instead of a goroutine each.
 //
 // # Contract
 //
 // IO is per connection: one reader and one writer may run at once, as net.Conn allows; two
 // concurrent readers or two concurrent writers are not supported. Conn is a net.Conn and may
 // be used wherever one is; Listener hands out Conns. Off Linux everything falls back to the
-// plain net.Conn calls.
+// plain net.Conn calls, and NewPoller fails (callers keep a goroutine per connection).
+//
+// Poller: Park, Len and Close are safe for concurrent use; wake runs in the Poller's goroutine,
+// must not block, and owns the woken connection from then on. A parked connection must not be read, written
+// or closed by anyone else until it is woken (Close on the Poller closes it).
 package sockio
