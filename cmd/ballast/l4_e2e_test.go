@@ -412,11 +412,13 @@ func TestServeQuickFormL4(t *testing.T) {
 	t.Run("tcp", func(t *testing.T) {
 		a, b := tcpNamed(t, "a"), tcpNamed(t, "b")
 		p := e2eStart(t, "serve", "--mode", "tcp", "--listen", "127.0.0.1:0", "--backend", a, "--backend", b,
-			"--balancer", "roundrobin", "--max-conns", "1", "--max-queue", "4", "--queue-timeout", "5s")
+			"--balancer", "roundrobin", "--max-conns", "1", "--max-queue", "4", "--queue-timeout", "5s",
+			"--admin", "127.0.0.1:0")
 		m, _ := p.waitLine(false, 0, e2eListenersRE)
 		if !strings.Contains(m[0], "pool default: roundrobin over 2 backends") {
 			t.Errorf("start-up line %q", m[0])
 		}
+		am, _ := p.waitLine(true, 0, e2eAdminRE)
 		addr := e2eListeners(p)["tcp"][0]
 		seen := map[string]int{}
 		for i := range 4 {
@@ -424,6 +426,22 @@ func TestServeQuickFormL4(t *testing.T) {
 			c.echo(t, fmt.Sprint(i))
 			seen[c.backend]++
 			c.Close()
+			// The slot is released once the proxy has seen the close; until then the backend
+			// is full (max-conns 1) and roundrobin would rightly skip it.
+			for deadline := time.Now().Add(e2eWait); ; time.Sleep(5 * time.Millisecond) {
+				busy := int64(0)
+				for _, pv := range adminPools(t, am[1]).Pools {
+					for _, bv := range pv.Backends {
+						busy += bv.InFlight
+					}
+				}
+				if busy == 0 {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("connection %d: a backend slot is still held after the client closed", i)
+				}
+			}
 		}
 		if seen["a"] != 2 || seen["b"] != 2 {
 			t.Errorf("roundrobin over two backends: %v", seen)
