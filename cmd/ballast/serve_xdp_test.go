@@ -252,11 +252,20 @@ func (x *xdpLab) serveUDP(port uint16) {
 func (x *xdpLab) askUDP(port uint16, n int) map[string]int {
 	x.t.Helper()
 	seen := map[string]int{}
+	// Every socket stays open until all are asked, so each query has its own source port: a
+	// flow of its own (a closed socket's port may be handed out again, which would be one flow).
+	var open []net.Conn
+	defer func() {
+		for _, c := range open {
+			_ = c.Close()
+		}
+	}()
 	for i := range n {
 		c, err := x.Dialer(x.Client.NS)(context.Background(), "udp4", netip.AddrPortFrom(netlab.VIP, port).String())
 		if err != nil {
 			x.t.Fatal(err)
 		}
+		open = append(open, c)
 		_ = c.SetDeadline(time.Now().Add(5 * time.Second))
 		buf := make([]byte, 1500)
 		_, err = fmt.Fprintf(c, "q%d", i)
@@ -264,7 +273,6 @@ func (x *xdpLab) askUDP(port uint16, n int) map[string]int {
 		if err == nil {
 			k, err = c.Read(buf)
 		}
-		c.Close()
 		if err != nil {
 			x.t.Fatalf("UDP query %d through the VIP: %v", i, err)
 		}
