@@ -166,7 +166,7 @@ func (e *exchange) failed(b *upstream.Backend, err error, actx context.Context, 
 		return false, true
 	}
 	if connect {
-		e.route.ConnectFailed(b)
+		e.route.Upstream().Unreachable(b)
 	}
 	untouched := !body.touched.Load()
 	safe := connect || httpproxy.Idempotent(e.r.Method)

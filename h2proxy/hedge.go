@@ -75,7 +75,7 @@ func (e *exchange) hedged(key uint64) {
 				httpproxy.CountStatus(r.b, 0)
 				pool.Release(r.b, r.ttfb, !clientGone && r.err != context.Canceled)
 				if isConnectError(r.err) {
-					e.route.ConnectFailed(r.b)
+					e.route.Upstream().Unreachable(r.b)
 				}
 				last = r
 				if pending == 0 && isConnectError(r.err) {

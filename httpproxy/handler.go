@@ -261,21 +261,6 @@ func retryFresh(a *attempt, h *fasthttp.RequestHeader) bool {
 	return a.reused && (a.class == errStale || a.class == errClosed && idempotent(h))
 }
 
-// connectFailureHoldoff is how long a backend that refused a connection stays out of rotation:
-// lighttpd's disable-time (1 s), the same idea as nginx's max_fails=1 fail_timeout.
-const connectFailureHoldoff = time.Second
-
-// connectFailed takes a backend that could not be reached out of rotation for
-// connectFailureHoldoff, so that the requests behind this one go elsewhere at once instead of
-// failing or spending the retry budget. It never shortens a longer ejection (outlier detection).
-func (ps *poolState) connectFailed(b *upstream.Backend) {
-	now := time.Now()
-	if b.EjectedUntil().After(now) {
-		return
-	}
-	_ = ps.pool.Eject(b.ID, now.Add(connectFailureHoldoff)) // fails only if b was removed meanwhile
-}
-
 // failed reports whether the attempt counts as a backend failure for outlier detection.
 func failed(a *attempt) bool {
 	switch a.class {
@@ -330,7 +315,7 @@ func (ls *listenerState) forward(ctx *fasthttp.RequestCtx, t *table, ps *poolSta
 		}
 		a.release(time.Since(a.start), failed(a))
 		if a.class == errConnect {
-			ps.connectFailed(b)
+			ps.pool.Unreachable(b)
 		}
 		untouched := replayable || x.up.n == 0 && !x.up.interrupted
 		switch {

@@ -55,7 +55,7 @@ func (ls *listenerState) hedged(ctx *fasthttp.RequestCtx, t *table, ps *poolStat
 			}
 			a.release(time.Since(a.start), failed(a))
 			if a.class == errConnect {
-				ps.connectFailed(a.b)
+				ps.pool.Unreachable(a.b)
 			}
 			fasthttp.ReleaseRequest(a.req)
 			last = a

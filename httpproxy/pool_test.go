@@ -200,7 +200,7 @@ func TestQueueTimeout(t *testing.T) {
 func TestBackendKilledUnderLoad(t *testing.T) {
 	a, b := newTiny(t, nil), newTiny(t, nil)
 	// The default retry budget (0.2): a backend that refuses connections is held off for
-	// connectFailureHoldoff after its first refusal, so the requests behind the first ones do not
+	// upstream.UnreachableHoldoff after its first refusal, so the requests behind the first ones do not
 	// all need a retry.
 	pc := testPool("k", "roundrobin", hostOf(a.Server), hostOf(b.Server))
 	tp := startProxy(t, testConfig(pc))

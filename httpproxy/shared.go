@@ -90,10 +90,6 @@ func (r Route) SpendHedge() bool {
 	return true
 }
 
-// ConnectFailed takes b out of rotation for a second after it refused a connection, as the
-// HTTP/1 plane does (see connectFailed).
-func (r Route) ConnectFailed(b *upstream.Backend) { r.ps.connectFailed(b) }
-
 // Key is the request's hash key for the pool's balancer (0 when it hashes nothing), by the
 // same rules as HTTP/1 requests: source_ip, header, cookie or the request target.
 func (r Route) Key(req *http.Request, client netip.Addr) uint64 {

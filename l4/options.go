@@ -1,6 +1,7 @@
 package l4
 
 import (
+	"ballast/config"
 	"net"
 	"time"
 
@@ -8,21 +9,11 @@ import (
 	"ballast/upstream"
 )
 
-// The defaults, in one place; a zero option means its default.
-const (
-	DefaultConnectTimeout   = 5 * time.Second
-	DefaultConnectAttempts  = 3
-	DefaultTCPIdleTimeout   = 10 * time.Minute
-	DefaultHandshakeTimeout = 5 * time.Second
-	DefaultUDPIdleTimeout   = 30 * time.Second
-	DefaultMaxFlows         = 65536
-	DefaultMaxPersist       = 65536
-)
+// A zero option means the configuration's default (package config holds every default), so a
+// proxy built in code behaves like one built from a file.
 
-// connectFailureHoldoff is how long a backend that refused a connection stays out of rotation,
-// so that the connections behind this one go elsewhere at once: the L7 proxy's rule
-// (lighttpd's disable-time). It never shortens a longer ejection.
-const connectFailureHoldoff = time.Second
+// DefaultMaxPersist bounds the source-IP persistence table; it has no configuration key.
+const DefaultMaxPersist = 65536
 
 // Key says what hash balancers hash for a connection or flow.
 type Key uint8
@@ -59,7 +50,7 @@ type Route struct {
 type TCPOptions struct {
 	// ConnectTimeout bounds one connect to a backend.
 	ConnectTimeout time.Duration
-	// ConnectAttempts bounds the backends tried for one connection (at most 8).
+	// ConnectAttempts bounds the backends tried for one connection (at most config.MaxAttempts).
 	ConnectAttempts int
 	// IdleTimeout closes a connection after this long without a byte in either direction.
 	IdleTimeout time.Duration
@@ -73,17 +64,17 @@ type TCPOptions struct {
 
 func (o TCPOptions) withDefaults() TCPOptions {
 	if o.ConnectTimeout <= 0 {
-		o.ConnectTimeout = DefaultConnectTimeout
+		o.ConnectTimeout = config.DefaultConnectTimeout
 	}
 	if o.ConnectAttempts <= 0 {
-		o.ConnectAttempts = DefaultConnectAttempts
+		o.ConnectAttempts = config.DefaultAttempts
 	}
-	o.ConnectAttempts = min(o.ConnectAttempts, 8) // balance.Tried holds 7 backends
+	o.ConnectAttempts = min(o.ConnectAttempts, config.MaxAttempts) // balance.Tried holds 7 backends
 	if o.IdleTimeout <= 0 {
-		o.IdleTimeout = DefaultTCPIdleTimeout
+		o.IdleTimeout = config.DefaultTCPIdleTimeout
 	}
 	if o.HandshakeTimeout <= 0 {
-		o.HandshakeTimeout = DefaultHandshakeTimeout
+		o.HandshakeTimeout = config.DefaultReadHeaderTimeout
 	}
 	if o.MaxPersist <= 0 {
 		o.MaxPersist = DefaultMaxPersist
@@ -102,10 +93,10 @@ type UDPOptions struct {
 
 func (o UDPOptions) withDefaults() UDPOptions {
 	if o.IdleTimeout <= 0 {
-		o.IdleTimeout = DefaultUDPIdleTimeout
+		o.IdleTimeout = config.DefaultUDPIdleTimeout
 	}
 	if o.MaxFlows <= 0 {
-		o.MaxFlows = DefaultMaxFlows
+		o.MaxFlows = config.DefaultMaxFlows
 	}
 	return o
 }

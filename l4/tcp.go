@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"ballast/balance"
+	"ballast/config"
 	"ballast/proxyproto"
 	"ballast/sockio"
 	"ballast/upstream"
@@ -407,7 +408,7 @@ func (p *TCP) connect(r *Route, src, dst netip.AddrPort) (*upstream.Backend, *ne
 		dialer = r.dialer
 	}
 	if r.ConnectAttempts > 0 {
-		attempts = min(r.ConnectAttempts, 8) // balance.Tried holds 7 backends
+		attempts = min(r.ConnectAttempts, config.MaxAttempts) // balance.Tried holds 7 backends
 	}
 	var tried balance.Tried
 	for attempt := 0; attempt < attempts; attempt++ {
@@ -436,9 +437,7 @@ func (p *TCP) connect(r *Route, src, dst netip.AddrPort) (*upstream.Backend, *ne
 		}
 		p.countersFor(b).connectFailures.Add(1)
 		r.Pool.Release(b, d, true)
-		if now := time.Now(); !b.EjectedUntil().After(now) {
-			_ = r.Pool.Eject(b.ID, now.Add(connectFailureHoldoff)) // fails only if b was removed
-		}
+		r.Pool.Unreachable(b)
 		if i := b.Index(); i >= 0 {
 			tried.Add(i)
 		}

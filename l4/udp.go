@@ -309,9 +309,7 @@ func (p *UDP) end(f *flow, failed bool) {
 	_ = f.back.Close()
 	if failed {
 		p.backendErrors.Add(1)
-		if now := time.Now(); !f.backend.EjectedUntil().After(now) {
-			_ = f.pool.Eject(f.backend.ID, now.Add(connectFailureHoldoff))
-		}
+		f.pool.Unreachable(f.backend)
 	}
 	lat := time.Duration(f.rtt.Load())
 	if lat == 0 {

@@ -233,3 +233,19 @@ func (p *Pool) tick() {
 		_ = p.rebuildLocked() // the same backends built before; only weights and states moved
 	}
 }
+
+// UnreachableHoldoff is how long a backend that a data plane could not reach (connection
+// refused or timed out) stays out of rotation: lighttpd's disable-time (1 s), the same idea as
+// nginx's max_fails=1 fail_timeout. The requests or connections behind the failed one then go
+// elsewhere at once instead of failing or spending the retry budget.
+const UnreachableHoldoff = time.Second
+
+// Unreachable takes b out of rotation for UnreachableHoldoff; it never shortens a longer
+// ejection (outlier detection's). Every data plane calls it on a failed connect.
+func (p *Pool) Unreachable(b *Backend) {
+	now := p.now()
+	if b.EjectedUntil().After(now) {
+		return
+	}
+	_ = p.Eject(b.ID, now.Add(UnreachableHoldoff)) // fails only if b was removed meanwhile
+}
