@@ -1,6 +1,7 @@
 package h2proxy_test
 
 import (
+	"ballast/internal/testcert"
 	"encoding/xml"
 	"fmt"
 	"net"
@@ -62,7 +63,7 @@ func TestH2Spec(t *testing.T) {
 		// h2spec needs a response with a body (and reads request bodies on POST).
 		w.Write([]byte("hello from the backend, long enough for the flow-control cases\n"))
 	}))
-	cert, key := writeCert(t)
+	cert, key := testcert.Write(t, t.TempDir(), "cert", 1, "localhost")
 	s := start(t, fmt.Sprintf(`
 listeners:
   - {name: tls, address: "127.0.0.1:0", tls: {cert: %s, key: %s}}

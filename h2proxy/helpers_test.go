@@ -4,14 +4,8 @@ package h2proxy_test
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"encoding/pem"
 	"log/slog"
-	"math/big"
 	"net"
 	"net/http"
 	"os"
@@ -22,6 +16,7 @@ import (
 	"golang.org/x/net/http2"
 
 	"ballast/config"
+	"ballast/internal/testcert"
 	"ballast/server"
 )
 
@@ -80,7 +75,7 @@ func h2cServer(t testing.TB, h http.Handler) string {
 // that verifies it (a self-signed certificate for 127.0.0.1).
 func tlsServer(t *testing.T, h http.Handler) (addr, caFile string) {
 	t.Helper()
-	certFile, keyFile := writeCert(t)
+	certFile, keyFile := testcert.Write(t, t.TempDir(), "cert", 1, "localhost")
 	kp, err := tls.LoadX509KeyPair(certFile, keyFile)
 	if err != nil {
 		t.Fatal(err)
@@ -96,30 +91,6 @@ func tlsServer(t *testing.T, h http.Handler) (addr, caFile string) {
 	go srv.Serve(ln)
 	t.Cleanup(func() { srv.Close() })
 	return ln.Addr().String(), certFile
-}
-
-func writeCert(t *testing.T) (certFile, keyFile string) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}, DNSNames: []string{"localhost"},
-		KeyUsage: x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
-		IsCA: true, BasicConstraintsValid: true,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kb, _ := x509.MarshalECPrivateKey(key)
-	dir := t.TempDir()
-	certFile, keyFile = filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
-	_ = os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600)
-	_ = os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb}), 0o600)
-	return certFile, keyFile
 }
 
 // waitFor polls cond every 10 ms until it holds or d passes.

@@ -1,6 +1,7 @@
 package h2proxy_test
 
 import (
+	"ballast/internal/testcert"
 	"context"
 	"crypto/tls"
 	"fmt"
@@ -28,7 +29,7 @@ func interopServer(t *testing.T, withTLS bool) (addr, caFile string) {
 	}
 	var opts []grpc.ServerOption
 	if withTLS {
-		cert, key := writeCert(t)
+		cert, key := testcert.Write(t, t.TempDir(), "cert", 1, "localhost")
 		kp, err := tls.LoadX509KeyPair(cert, key)
 		if err != nil {
 			t.Fatal(err)
@@ -49,7 +50,7 @@ func interopServer(t *testing.T, withTLS bool) (addr, caFile string) {
 func TestGRPCInterop(t *testing.T) {
 	plain, _ := interopServer(t, false)
 	secure, ca := interopServer(t, true)
-	cert, key := writeCert(t)
+	cert, key := testcert.Write(t, t.TempDir(), "cert", 1, "localhost")
 	s := start(t, fmt.Sprintf(`
 listeners:
   - {name: h2c, address: "127.0.0.1:0", h2c: true}

@@ -1,6 +1,7 @@
 package h2proxy_test
 
 import (
+	"ballast/internal/testcert"
 	"fmt"
 	"net/http"
 	"os/exec"
@@ -16,7 +17,7 @@ func peerSetup(t *testing.T) (tlsAddr, h2cAddr string) {
 	backend := h2cServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, "backend saw %s %s", r.Proto, r.URL.Path)
 	}))
-	cert, key := writeCert(t)
+	cert, key := testcert.Write(t, t.TempDir(), "cert", 1, "localhost")
 	s := start(t, fmt.Sprintf(`
 listeners:
   - {name: tls, address: "127.0.0.1:0", tls: {cert: %s, key: %s}}

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"ballast/config"
+	"ballast/internal/testcert"
 )
 
 // HTTP/1.1 to backends over TLS on the fasthttp path: verified against the pool's CA (or not,
@@ -51,7 +52,7 @@ func TestBackendTLS(t *testing.T) {
 	}
 	plain, plainCA := backend(false)
 	mutual, mutualCA := backend(true)
-	otherCA, _ := writeSelfSigned(t)
+	otherCA, _ := testcert.Write(t, t.TempDir(), "cert", 1)
 
 	tests := []struct {
 		name   string

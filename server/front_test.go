@@ -3,20 +3,14 @@
 package server
 
 import (
+	"ballast/internal/testcert"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"encoding/pem"
 	"fmt"
 	"io"
-	"math/big"
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -32,37 +26,6 @@ func protoBackend(t *testing.T, name string) string {
 	}))
 	t.Cleanup(s.Close)
 	return strings.TrimPrefix(s.URL, "http://")
-}
-
-// writeCert writes a self-signed certificate for 127.0.0.1 and the given DNS names, with the
-// given serial, and its key.
-func writeCert(t *testing.T, dir, name string, serial int64, dns ...string) (certFile, keyFile string) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(serial),
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(time.Hour),
-		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1)},
-		DNSNames:     dns,
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kb, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	certFile, keyFile = filepath.Join(dir, name+".pem"), filepath.Join(dir, name+".key")
-	writeFile(t, certFile, string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})))
-	writeFile(t, keyFile, string(pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb})))
-	return certFile, keyFile
 }
 
 func h2Client(tc *tls.Config) *http.Client {
@@ -93,7 +56,7 @@ func body(t *testing.T, c *http.Client, url string) (*http.Response, string) {
 // by fasthttp, both with X-Forwarded-Proto https, to the same HTTP/1.1 backend.
 func TestTLSListenerALPNDispatch(t *testing.T) {
 	dir := t.TempDir()
-	cert, key := writeCert(t, dir, "a", 1)
+	cert, key := testcert.Write(t, dir, "a", 1)
 	s, _ := startFile(t, fmt.Sprintf(`
 listeners: [{name: web, address: "127.0.0.1:0", tls: {cert: %s, key: %s}}]
 pools: [{name: p, backends: [{address: %s}]}]
@@ -124,8 +87,8 @@ pools: [{name: p, backends: [{address: %s}]}]
 // the default. min_version 1.3 refuses a client that stops at TLS 1.2.
 func TestTLSCertificatesBySNIAndMinVersion(t *testing.T) {
 	dir := t.TempDir()
-	defCert, defKey := writeCert(t, dir, "default", 10)
-	apiCert, apiKey := writeCert(t, dir, "api", 20, "api.example.test")
+	defCert, defKey := testcert.Write(t, dir, "default", 10)
+	apiCert, apiKey := testcert.Write(t, dir, "api", 20, "api.example.test")
 	s, _ := startFile(t, fmt.Sprintf(`
 listeners:
   - name: web
@@ -160,7 +123,7 @@ pools: [{name: p, backends: [{address: %s}]}]
 // keeps serving.
 func TestTLSCertificateReload(t *testing.T) {
 	dir := t.TempDir()
-	cert, key := writeCert(t, dir, "a", 1)
+	cert, key := testcert.Write(t, dir, "a", 1)
 	yaml := fmt.Sprintf(`
 listeners: [{name: web, address: "127.0.0.1:0", tls: {cert: %s, key: %s}}]
 pools: [{name: p, backends: [{address: %s}]}]
@@ -171,7 +134,7 @@ pools: [{name: p, backends: [{address: %s}]}]
 	if resp, _ := body(t, old, "https://"+addr+"/"); resp.TLS.PeerCertificates[0].SerialNumber.Int64() != 1 {
 		t.Fatal("first certificate not served")
 	}
-	writeCert(t, dir, "a", 2) // same files, new certificate
+	testcert.Write(t, dir, "a", 2) // same files, new certificate
 	if err := s.Reload(); err != nil {
 		t.Fatal(err)
 	}
@@ -218,7 +181,7 @@ pools: [{name: p, backends: [{address: %s}]}]
 // Session resumption is on, and tickets issued before a certificate reload still resume.
 func TestTLSSessionResumption(t *testing.T) {
 	dir := t.TempDir()
-	cert, key := writeCert(t, dir, "a", 1)
+	cert, key := testcert.Write(t, dir, "a", 1)
 	s, _ := startFile(t, fmt.Sprintf(`
 listeners: [{name: web, address: "127.0.0.1:0", tls: {cert: %s, key: %s}}]
 pools: [{name: p, backends: [{address: %s}]}]
@@ -246,7 +209,7 @@ pools: [{name: p, backends: [{address: %s}]}]
 	if !dial() {
 		t.Error("the second connection did not resume a session")
 	}
-	writeCert(t, dir, "a", 2)
+	testcert.Write(t, dir, "a", 2)
 	if err := s.Reload(); err != nil {
 		t.Fatal(err)
 	}
@@ -259,7 +222,7 @@ pools: [{name: p, backends: [{address: %s}]}]
 // refused, one offering a listed suite gets it.
 func TestTLSCiphers(t *testing.T) {
 	dir := t.TempDir()
-	cert, key := writeCert(t, dir, "a", 1)
+	cert, key := testcert.Write(t, dir, "a", 1)
 	s, _ := startFile(t, fmt.Sprintf(`
 listeners: [{name: web, address: "127.0.0.1:0", tls: {cert: %s, key: %s, ciphers: [TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256]}}]
 pools: [{name: p, backends: [{address: %s}]}]

@@ -2,16 +2,10 @@ package server
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"encoding/pem"
 	"fmt"
 	"io"
 	"log/slog"
-	"math/big"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -22,6 +16,7 @@ import (
 	"time"
 
 	"ballast/config"
+	"ballast/internal/testcert"
 	"ballast/upstream"
 )
 
@@ -130,7 +125,7 @@ routes:
 // Issue 8 item 14: the start-up line names a TLS listener with https://, and the URL it prints
 // answers over TLS.
 func TestDescribeNamesTLSListenersHTTPS(t *testing.T) {
-	cert, key := writeSelfSigned(t)
+	cert, key := testcert.Write(t, t.TempDir(), "cert", 1)
 	be := namedBackend(t, "A")
 	s, _ := startFile(t, fmt.Sprintf(`
 listeners:
@@ -221,33 +216,4 @@ func TestFixedOptionsChanged(t *testing.T) {
 	if fixedOptionsChanged(withTLS, same) {
 		t.Error("equal TLS settings in different pointers count as a change")
 	}
-}
-
-// writeSelfSigned writes a certificate for 127.0.0.1 and its key as PEM files.
-func writeSelfSigned(t *testing.T) (certFile, keyFile string) {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1),
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(time.Hour),
-		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1)},
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kb, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	certFile, keyFile = filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
-	writeFile(t, certFile, string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})))
-	writeFile(t, keyFile, string(pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb})))
-	return certFile, keyFile
 }

@@ -1,43 +1,21 @@
 package tlsconf
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"encoding/pem"
-	"math/big"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"ballast/config"
+	"ballast/internal/testcert"
 )
-
-func writePair(t *testing.T, dir, name string, serial int64) (string, string) {
-	t.Helper()
-	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(serial), NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), DNSNames: []string{name + ".test"}}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kb, _ := x509.MarshalECPrivateKey(key)
-	c, k := filepath.Join(dir, name+".pem"), filepath.Join(dir, name+".key")
-	os.WriteFile(c, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600)
-	os.WriteFile(k, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb}), 0o600)
-	return c, k
-}
 
 // Build reads every certificate, applies the policy and names the file that failed; Install
 // changes what the next handshake gets while the outer Config stays the same.
 func TestServerBuildAndInstall(t *testing.T) {
 	dir := t.TempDir()
-	c1, k1 := writePair(t, dir, "a", 1)
-	c2, k2 := writePair(t, dir, "b", 2)
+	c1, k1 := testcert.Write(t, dir, "a", 1, "a.test")
+	c2, k2 := testcert.Write(t, dir, "b", 2, "b.test")
 	cfg := &config.TLS{Cert: c1, Key: k1, Certificates: []config.Certificate{{Cert: c2, Key: k2}}, MinVersion: "1.3"}
 	inner, err := Build(cfg)
 	if err != nil {
@@ -69,7 +47,7 @@ func TestServerBuildAndInstall(t *testing.T) {
 // written, a CA file without certificates and a missing client key are errors.
 func TestBackend(t *testing.T) {
 	dir := t.TempDir()
-	c, k := writePair(t, dir, "client", 3)
+	c, k := testcert.Write(t, dir, "client", 3, "client.test")
 	tests := []struct {
 		name    string
 		tls     config.BackendTLS
