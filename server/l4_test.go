@@ -1,6 +1,7 @@
 package server
 
 import (
+	"ballast/internal/peertest"
 	"bufio"
 	"context"
 	"fmt"
@@ -14,51 +15,6 @@ import (
 
 	"github.com/chromedp/chromedp"
 )
-
-// tcpGreeter greets every connection with its name and a newline, then echoes.
-func tcpGreeter(t *testing.T, name string) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				io.WriteString(c, name+"\n")
-				io.Copy(c, c)
-			}()
-		}
-	}()
-	return ln.Addr().String()
-}
-
-// udpNamer answers each datagram with its name.
-func udpNamer(t *testing.T, name string) string {
-	t.Helper()
-	c, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	go func() {
-		buf := make([]byte, 1500)
-		for {
-			_, from, err := c.ReadFromUDPAddrPort(buf)
-			if err != nil {
-				return
-			}
-			c.WriteToUDPAddrPort([]byte(name), from)
-		}
-	}()
-	return c.LocalAddr().String()
-}
 
 // greeted dials a tcp listener and returns the connection and the backend's name.
 func greeted(t *testing.T, addr string) (net.Conn, string) {
@@ -90,7 +46,8 @@ func udpName(t *testing.T, addr string) string {
 		c.Write([]byte("q"))
 		c.SetReadDeadline(time.Now().Add(time.Second))
 		if n, err := c.Read(buf); err == nil {
-			return string(buf[:n])
+			name, _, _ := strings.Cut(string(buf[:n]), ":")
+			return name
 		}
 	}
 	t.Fatalf("no answer through %s", addr)
@@ -101,8 +58,8 @@ func udpName(t *testing.T, addr string) string {
 // tcp listener (it stops accepting, its established connection keeps flowing) and adds one;
 // Shutdown then waits for the connection left open on the removed listener.
 func TestL4PlaneReload(t *testing.T) {
-	ta, tb := tcpGreeter(t, "ta"), tcpGreeter(t, "tb")
-	u1, u2 := udpNamer(t, "u1"), udpNamer(t, "u2")
+	ta, tb := peertest.TCPGreeter(t, "ta"), peertest.TCPGreeter(t, "tb")
+	u1, u2 := peertest.UDPNamer(t, "u1"), peertest.UDPNamer(t, "u2")
 	yaml := `
 listeners:
   - {name: %s, address: "127.0.0.1:0", protocol: tcp}
@@ -190,7 +147,7 @@ func TestStatusPageShowsL4(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a browser; skipped with -short")
 	}
-	ta := tcpGreeter(t, "ta")
+	ta := peertest.TCPGreeter(t, "ta")
 	s, _ := startFile(t, fmt.Sprintf(`
 listeners: [{name: db, address: "127.0.0.1:0", protocol: tcp}]
 pools: [{name: tcp, backends: [{name: ta, address: %q}]}]

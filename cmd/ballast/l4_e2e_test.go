@@ -43,54 +43,6 @@ func e2eListeners(p *e2eProc) map[string][]string {
 	return out
 }
 
-// tcpNamed is a TCP backend that greets every connection with its name and a newline, then
-// echoes what it reads.
-func tcpNamed(t *testing.T, name string) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				if _, err := io.WriteString(c, name+"\n"); err != nil {
-					return
-				}
-				_, _ = io.Copy(c, c)
-			}()
-		}
-	}()
-	return ln.Addr().String()
-}
-
-// udpNamed is a UDP backend that answers each datagram with its name, a colon and the datagram.
-func udpNamed(t *testing.T, name string) string {
-	t.Helper()
-	c, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	go func() {
-		buf := make([]byte, 2048)
-		for {
-			n, from, err := c.ReadFromUDPAddrPort(buf)
-			if err != nil {
-				return
-			}
-			_, _ = c.WriteToUDPAddrPort(append([]byte(name+":"), buf[:n]...), from)
-		}
-	}()
-	return c.LocalAddr().String()
-}
-
 // l4Conn is a client connection through a tcp listener, with the backend's greeting read.
 type l4Conn struct {
 	net.Conn
@@ -204,8 +156,8 @@ func findListener(t *testing.T, r admin.PoolsResponse, name string) admin.Listen
 // through the API moves new TCP connections off the backend.
 func TestServeL4OneFile(t *testing.T) {
 	h := e2eNewBackend(t, "h")
-	ta, tb := tcpNamed(t, "ta"), tcpNamed(t, "tb")
-	ua, ub := udpNamed(t, "ua"), udpNamed(t, "ub")
+	ta, tb := peertest.TCPGreeter(t, "ta"), peertest.TCPGreeter(t, "tb")
+	ua, ub := peertest.UDPNamer(t, "ua"), peertest.UDPNamer(t, "ub")
 	file := filepath.Join(t.TempDir(), "ballast.yaml")
 	e2eWriteFile(t, file, fmt.Sprintf(`
 listeners:
@@ -335,7 +287,7 @@ admin: {address: "127.0.0.1:0"}
 // TestServeL4ReloadAndDrain: SIGHUP adds a backend to a tcp pool while an established
 // connection keeps flowing; SIGTERM stops accepting and lets the open connections finish.
 func TestServeL4ReloadAndDrain(t *testing.T) {
-	a, b := tcpNamed(t, "a"), tcpNamed(t, "b")
+	a, b := peertest.TCPGreeter(t, "a"), peertest.TCPGreeter(t, "b")
 	file := filepath.Join(t.TempDir(), "ballast.yaml")
 	conf := `
 listeners: [{name: db, address: "127.0.0.1:0", protocol: tcp}]
@@ -392,7 +344,7 @@ pools: [{name: tcp, backends: [%s]}]
 // TestServeL4GraceEnds: a connection still open when the grace period ends is closed, and the
 // exit code says the drain did not finish.
 func TestServeL4GraceEnds(t *testing.T) {
-	a := tcpNamed(t, "a")
+	a := peertest.TCPGreeter(t, "a")
 	p := e2eStart(t, "serve", "--mode", "tcp", "--listen", "127.0.0.1:0", "--backend", a, "--grace", "1s")
 	c := dialNamed(t, e2eListeners(p)["tcp"][0])
 	c.echo(t, "open")
@@ -410,7 +362,7 @@ func TestServeL4GraceEnds(t *testing.T) {
 // --send-proxy and --accept-proxy; a bad mode.
 func TestServeQuickFormL4(t *testing.T) {
 	t.Run("tcp", func(t *testing.T) {
-		a, b := tcpNamed(t, "a"), tcpNamed(t, "b")
+		a, b := peertest.TCPGreeter(t, "a"), peertest.TCPGreeter(t, "b")
 		p := e2eStart(t, "serve", "--mode", "tcp", "--listen", "127.0.0.1:0", "--backend", a, "--backend", b,
 			"--balancer", "roundrobin", "--max-conns", "1", "--max-queue", "4", "--queue-timeout", "5s",
 			"--admin", "127.0.0.1:0")
@@ -472,7 +424,7 @@ func TestServeQuickFormL4(t *testing.T) {
 		c2.Close()
 	})
 	t.Run("udp", func(t *testing.T) {
-		a, b := udpNamed(t, "a"), udpNamed(t, "b")
+		a, b := peertest.UDPNamer(t, "a"), peertest.UDPNamer(t, "b")
 		p := e2eStart(t, "serve", "--mode", "udp", "--listen", "127.0.0.1:0", "--backend", a, "--backend", b)
 		addr := e2eListeners(p)["udp"][0]
 		seen := map[string]int{}
@@ -737,7 +689,7 @@ func TestServeTCPFaults(t *testing.T) {
 	}
 	refused := dead.Addr().String()
 	dead.Close()
-	a := tcpNamed(t, "a")
+	a := peertest.TCPGreeter(t, "a")
 	// dies answers its greeting, reads one line and resets the connection.
 	dies, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
