@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net"
@@ -16,14 +17,9 @@ func init() {
 }
 
 func runBackend(args []string, stdout, stderr io.Writer) int {
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
-	defer signal.Stop(sig)
-	stop := make(chan struct{})
-	go func() {
-		<-sig
-		close(stop)
-	}()
+	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer cancel()
+	stop := ctx.Done()
 	return serveBackend(args, stdout, stderr, stop, nil)
 }
 
