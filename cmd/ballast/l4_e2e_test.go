@@ -504,41 +504,12 @@ func TestServeQuickFormL4(t *testing.T) {
 // (`listen ... proxy_protocol`): nginx answers and logs the original client's address and port.
 func TestServeNginxProxyProtocolV2(t *testing.T) {
 	nginx := peertest.Binary(t, "nginx", "nginx")
-	dir := peertest.Dir(t)
-	conf := filepath.Join(dir, "nginx.conf")
-	port := peertest.Start(t, "tcp", nginx, func(port int) []string {
-		e2eWriteFile(t, conf, fmt.Sprintf(`daemon off;
-master_process off;
-pid %[1]s/nginx.pid;
-error_log %[1]s/error.log;
-events { worker_connections 64; }
-http {
-    client_body_temp_path %[1]s/body;
-    proxy_temp_path %[1]s/proxy;
-    fastcgi_temp_path %[1]s/fastcgi;
-    uwsgi_temp_path %[1]s/uwsgi;
-    scgi_temp_path %[1]s/scgi;
-    log_format pp 'client=$proxy_protocol_addr:$proxy_protocol_port';
-    server {
-        listen 127.0.0.1:%[2]d proxy_protocol;
-        access_log %[1]s/access.log pp;
-        location / { return 200 "$proxy_protocol_addr:$proxy_protocol_port\n"; }
-    }
-}
-`, dir, port))
-		return []string{"-p", dir, "-c", conf, "-e", dir + "/error.log"}
-	}, func(port int) bool {
-		c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port))
-		if err == nil {
-			c.Close()
-		}
-		return err == nil
-	})
+	backend, accessLog := peertest.NginxProxyProtocol(t, nginx)
 	file := filepath.Join(t.TempDir(), "ballast.yaml")
 	e2eWriteFile(t, file, fmt.Sprintf(`
 listeners: [{name: front, address: "127.0.0.1:0", protocol: tcp}]
-pools: [{name: nginx, send_proxy: v2, backends: [{address: "127.0.0.1:%d"}]}]
-`, port))
+pools: [{name: nginx, send_proxy: v2, backends: [{address: %q}]}]
+`, backend))
 	p := e2eStart(t, "serve", "-c", file)
 	addr := e2eListeners(p)["tcp"][0]
 	c, err := net.Dial("tcp", addr)
@@ -559,8 +530,8 @@ pools: [{name: nginx, send_proxy: v2, backends: [{address: "127.0.0.1:%d"}]}]
 		t.Fatalf("nginx answered %d %q, want the client %s", resp.StatusCode, got, client)
 	}
 	for deadline := time.Now().Add(e2eWait); ; time.Sleep(20 * time.Millisecond) {
-		log, _ := os.ReadFile(filepath.Join(dir, "access.log"))
-		if strings.Contains(string(log), "client="+client+"\n") {
+		log, _ := os.ReadFile(accessLog)
+		if strings.Contains(string(log), "client="+client+" peer=127.0.0.1") {
 			break
 		}
 		if time.Now().After(deadline) {

@@ -245,3 +245,44 @@ func DNSAnswerA(b []byte) (uint16, netip.Addr, error) {
 	}
 	return id, netip.Addr{}, errors.New("no A record")
 }
+
+// NginxProxyProtocol starts nginx (bin) on a loopback port with `listen ... proxy_protocol`: it
+// answers every request with the PROXY header's client address and port, and logs each as
+// "client=ADDR:PORT peer=REMOTE" in the returned access log. It returns nginx's address.
+func NginxProxyProtocol(t testing.TB, bin string) (addr, accessLog string) {
+	t.Helper()
+	dir := Dir(t)
+	conf := filepath.Join(dir, "nginx.conf")
+	port := Start(t, "tcp", bin, func(port int) []string {
+		body := fmt.Sprintf(`daemon off;
+master_process off;
+pid %[1]s/nginx.pid;
+error_log %[1]s/error.log;
+events { worker_connections 64; }
+http {
+    client_body_temp_path %[1]s/body;
+    proxy_temp_path %[1]s/proxy;
+    fastcgi_temp_path %[1]s/fastcgi;
+    uwsgi_temp_path %[1]s/uwsgi;
+    scgi_temp_path %[1]s/scgi;
+    log_format pp 'client=$proxy_protocol_addr:$proxy_protocol_port peer=$remote_addr';
+    server {
+        listen 127.0.0.1:%[2]d proxy_protocol;
+        access_log %[1]s/access.log pp;
+        location / { return 200 "$proxy_protocol_addr:$proxy_protocol_port\n"; }
+    }
+}
+`, dir, port)
+		if err := os.WriteFile(conf, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return []string{"-p", dir, "-c", conf, "-e", filepath.Join(dir, "error.log")}
+	}, func(port int) bool {
+		c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+		if err == nil {
+			c.Close()
+		}
+		return err == nil
+	})
+	return fmt.Sprintf("127.0.0.1:%d", port), filepath.Join(dir, "access.log")
+}
