@@ -1,6 +1,7 @@
 package l4
 
 import (
+	"ballast/internal/peertest"
 	"bytes"
 	"context"
 	"fmt"
@@ -9,27 +10,6 @@ import (
 	"testing"
 	"time"
 )
-
-// udpServer answers every datagram with "name:" and the datagram, until the test ends.
-func udpServer(t testing.TB, name string) string {
-	t.Helper()
-	c, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	go func() {
-		buf := make([]byte, 65536)
-		for {
-			n, from, err := c.ReadFromUDPAddrPort(buf)
-			if err != nil {
-				return
-			}
-			c.WriteToUDPAddrPort(append([]byte(name+":"), buf[:n]...), from)
-		}
-	}()
-	return c.LocalAddr().String()
-}
 
 // startUDP serves the proxy on a loopback socket and shuts it down when the test ends.
 func startUDP(t testing.TB, opts UDPOptions, p *UDP) string {
@@ -84,7 +64,7 @@ func ask(t testing.TB, c *net.UDPConn, msg string) string {
 // TestUDPFlowsSplitAndReplyToClient: flows from many client sockets are split across two
 // backends and every reply reaches the client that asked.
 func TestUDPFlowsSplitAndReplyToClient(t *testing.T) {
-	pool := newPool(t, "u", "roundrobin", 0, 0, udpServer(t, "a"), udpServer(t, "b"))
+	pool := newPool(t, "u", "roundrobin", 0, 0, peertest.UDPNamer(t, "a"), peertest.UDPNamer(t, "b"))
 	p := NewUDP(UDPOptions{}, pool)
 	addr := startUDP(t, UDPOptions{}, p)
 	seen := map[string]int{}
@@ -108,7 +88,7 @@ func TestUDPFlowsSplitAndReplyToClient(t *testing.T) {
 
 // TestUDPStreamKeepsBackend: a long stream of datagrams from one client stays on its backend.
 func TestUDPStreamKeepsBackend(t *testing.T) {
-	pool := newPool(t, "u", "roundrobin", 0, 0, udpServer(t, "a"), udpServer(t, "b"))
+	pool := newPool(t, "u", "roundrobin", 0, 0, peertest.UDPNamer(t, "a"), peertest.UDPNamer(t, "b"))
 	p := NewUDP(UDPOptions{}, pool)
 	addr := startUDP(t, UDPOptions{}, p)
 	c := udpClient(t, addr)
@@ -131,7 +111,7 @@ func TestUDPStreamKeepsBackend(t *testing.T) {
 // TestUDPIdleExpiry: a flow with no datagram for the idle timeout ends and frees its slot; the
 // client's next datagram starts a new flow.
 func TestUDPIdleExpiry(t *testing.T) {
-	pool := newPool(t, "u", "leastconn", 0, 0, udpServer(t, "a"))
+	pool := newPool(t, "u", "leastconn", 0, 0, peertest.UDPNamer(t, "a"))
 	opts := UDPOptions{IdleTimeout: 200 * time.Millisecond}
 	p := NewUDP(opts, pool)
 	addr := startUDP(t, opts, p)
@@ -157,7 +137,7 @@ func TestUDPIdleExpiry(t *testing.T) {
 // TestUDPFlowCap: datagrams that would start a flow beyond MaxFlows are dropped and counted;
 // existing flows keep working.
 func TestUDPFlowCap(t *testing.T) {
-	pool := newPool(t, "u", "leastconn", 0, 0, udpServer(t, "a"))
+	pool := newPool(t, "u", "leastconn", 0, 0, peertest.UDPNamer(t, "a"))
 	opts := UDPOptions{MaxFlows: 2}
 	p := NewUDP(opts, pool)
 	addr := startUDP(t, opts, p)
@@ -184,7 +164,7 @@ func TestUDPBackendRefusing(t *testing.T) {
 	}
 	deadAddr := dead.LocalAddr().String()
 	dead.Close()
-	pool := newPool(t, "u", "roundrobin", 0, 0, deadAddr, udpServer(t, "live"))
+	pool := newPool(t, "u", "roundrobin", 0, 0, deadAddr, peertest.UDPNamer(t, "live"))
 	p := NewUDP(UDPOptions{}, pool)
 	addr := startUDP(t, UDPOptions{}, p)
 	buf := make([]byte, 64)

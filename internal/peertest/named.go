@@ -44,7 +44,7 @@ func UDPNamer(t testing.TB, name string) string {
 	}
 	t.Cleanup(func() { c.Close() })
 	go func() {
-		buf := make([]byte, 2048)
+		buf := make([]byte, 65536)
 		for {
 			n, from, err := c.ReadFromUDPAddrPort(buf)
 			if err != nil {
