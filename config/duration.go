@@ -69,3 +69,12 @@ func kindName(n *yaml.Node) string {
 	}
 	return "a document"
 }
+
+// Or is d, or def when d is not positive: how the data planes read a duration of a
+// configuration built in code, where a default may not have been filled.
+func Or(d, def time.Duration) time.Duration {
+	if d > 0 {
+		return d
+	}
+	return def
+}

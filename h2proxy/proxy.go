@@ -234,13 +234,6 @@ func addrOf(a net.Addr) netip.Addr {
 	return ap.Addr()
 }
 
-func durationOr(d, def time.Duration) time.Duration {
-	if d > 0 {
-		return d
-	}
-	return def
-}
-
 // debugWriter sends the http2 server's log lines (single connections' protocol errors) to
 // the error log at debug level.
 type debugWriter struct{ l *slog.Logger }

@@ -98,7 +98,7 @@ func stateOf(b *upstream.Backend) *backendState {
 
 // newTransport builds the transport for one backend address.
 func newTransport(k transportKey, address string) (*transport, error) {
-	connect := durationOr(k.connect, config.DefaultConnectTimeout)
+	connect := config.Or(k.connect, config.DefaultConnectTimeout)
 	dialer := &net.Dialer{Timeout: connect, KeepAlive: 30 * time.Second}
 	dial := func(ctx context.Context, network, _ string) (net.Conn, error) {
 		return dialer.DialContext(ctx, "tcp", address) // the backend's address, whatever the URL
@@ -121,7 +121,7 @@ func newTransport(k transportKey, address string) (*transport, error) {
 			AllowHTTP:       k.protocol == config.BackendH2C,
 			ReadIdleTimeout: PingAfter,
 			PingTimeout:     PingTimeout,
-			IdleConnTimeout: durationOr(k.idle, config.DefaultBackendIdle),
+			IdleConnTimeout: config.Or(k.idle, config.DefaultBackendIdle),
 		}
 		h2.DialTLSContext = func(ctx context.Context, network, addr string, cfg *tls.Config) (net.Conn, error) {
 			c, err := dial(ctx, network, addr)
@@ -148,7 +148,7 @@ func newTransport(k transportKey, address string) (*transport, error) {
 			TLSClientConfig:       tc,
 			TLSHandshakeTimeout:   connect,
 			MaxIdleConnsPerHost:   max(k.maxIdle, 1),
-			IdleConnTimeout:       durationOr(k.idle, config.DefaultBackendIdle),
+			IdleConnTimeout:       config.Or(k.idle, config.DefaultBackendIdle),
 			DisableCompression:    true, // pass bodies as they are
 			ForceAttemptHTTP2:     false,
 			ExpectContinueTimeout: 0,

@@ -195,10 +195,8 @@ func (ls *listenerState) prepareBody(ctx *fasthttp.RequestCtx, x *exchange, ps *
 	return false, nil
 }
 
-// idempotent reports whether a request may be sent twice (RFC 9110 §9.2.2).
-func idempotent(h *fasthttp.RequestHeader) bool {
-	return h.IsGet() || h.IsHead() || h.IsOptions() || h.IsPut() || h.IsDelete() || h.IsTrace()
-}
+// idempotent reports whether a request may be sent twice: the rule is Idempotent's.
+func idempotent(h *fasthttp.RequestHeader) bool { return Idempotent(b2s(h.Method())) }
 
 // key computes the hash key of a request for hash balancers.
 func (ps *poolState) key(ctx *fasthttp.RequestCtx) uint64 {

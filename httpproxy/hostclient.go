@@ -21,8 +21,8 @@ const (
 // so that it controls deadlines, retries and cancellation; the fields that shape messages are
 // still set so the client is safe to use with Do as well.
 func newHostClient(pc *config.Pool, b *upstream.Backend) *fasthttp.HostClient {
-	connect := durationOr(pc.Timeouts.Connect.Duration, config.DefaultConnectTimeout)
-	idle := durationOr(pc.Timeouts.Idle.Duration, config.DefaultBackendIdle)
+	connect := config.Or(pc.Timeouts.Connect.Duration, config.DefaultConnectTimeout)
+	idle := config.Or(pc.Timeouts.Idle.Duration, config.DefaultBackendIdle)
 	d := &net.Dialer{Timeout: connect, KeepAlive: 30 * time.Second}
 	// Without pool tls, tc is nil.
 	tc, tlsErr := backendTLS(pc, b)
@@ -66,10 +66,3 @@ func newHostClient(pc *config.Pool, b *upstream.Backend) *fasthttp.HostClient {
 // neverRetry keeps fasthttp from re-sending a request on its own: whether a request may be
 // sent again depends on what the backend may have received, which only the proxy tracks.
 func neverRetry(*fasthttp.Request, int, error) (resetTimeout, retry bool) { return false, false }
-
-func durationOr(d, def time.Duration) time.Duration {
-	if d > 0 {
-		return d
-	}
-	return def
-}

@@ -61,7 +61,7 @@ func overridePool(ps *poolState, r *config.Route) *poolState {
 	}
 	c := *ps
 	if rt := r.Timeouts; rt != nil {
-		c.respTimeout = durationOr(rt.Response.Duration, config.DefaultResponseTimeout)
+		c.respTimeout = config.Or(rt.Response.Duration, config.DefaultResponseTimeout)
 	}
 	if rr := r.Retries; rr != nil {
 		c.attempts = min(max(rr.Attempts, 1), 7) // balance.Tried holds 7 backends

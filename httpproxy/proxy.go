@@ -228,8 +228,8 @@ func newPoolState(pc *config.Pool, pool *upstream.Pool, prev *table) (*poolState
 		nonIdempotent:  pc.Retries.NonIdempotent,
 		hedgeDelay:     pc.Hedge.Delay.Duration,
 		maxHedges:      pc.Hedge.MaxHedges,
-		respTimeout:    durationOr(pc.Timeouts.Response.Duration, config.DefaultResponseTimeout),
-		connectTimeout: durationOr(pc.Timeouts.Connect.Duration, config.DefaultConnectTimeout),
+		respTimeout:    config.Or(pc.Timeouts.Response.Duration, config.DefaultResponseTimeout),
+		connectTimeout: config.Or(pc.Timeouts.Connect.Duration, config.DefaultConnectTimeout),
 		include5xx:     pc.Outlier.Include5xx,
 		maxIdle:        pc.KeepAlive.MaxIdle,
 		maxRequests:    pc.KeepAlive.MaxRequests,
@@ -366,12 +366,12 @@ func (p *Proxy) Serve(listener string, ln net.Listener) error {
 	}
 	var err error
 	ls := &listenerState{name: lc.Name, proxy: p, tls: lc.TLS != nil, wakeq: make(chan net.Conn)}
-	ls.idle = durationOr(lc.IdleTimeout.Duration, config.DefaultIdleTimeout)
+	ls.idle = config.Or(lc.IdleTimeout.Duration, config.DefaultIdleTimeout)
 	ls.maxHdrs = lc.MaxHeaderBytes
 	if ls.maxHdrs <= 0 {
 		ls.maxHdrs = config.DefaultMaxHeaderBytes
 	}
-	readHdr := durationOr(lc.ReadHeaderTimeout.Duration, config.DefaultReadHeaderTimeout)
+	readHdr := config.Or(lc.ReadHeaderTimeout.Duration, config.DefaultReadHeaderTimeout)
 	srv := &fasthttp.Server{
 		Handler:                      ls.handle,
 		ErrorHandler:                 p.errorHandler,

@@ -124,7 +124,8 @@ func CountStatus(b *upstream.Backend, code int) { countStatus(b, code) }
 // MarkTried adds b to the backends a request has used, so a retry avoids it.
 func MarkTried(t *balance.Tried, b *upstream.Backend) { markTried(t, b) }
 
-// Idempotent reports whether a request with this method may be sent twice (RFC 9110 §9.2.2).
+// Idempotent reports whether a request with this method may be sent twice (RFC 9110 §9.2.2):
+// the one rule for retries, hedges and fresh-connection replays on both HTTP planes.
 func Idempotent(method string) bool {
 	switch method {
 	case http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodPut, http.MethodDelete, http.MethodTrace:

@@ -120,7 +120,7 @@ func (f *fronts) front(listener string, h2 *h2proxy.Proxy) *front {
 		listener: listener,
 		tls:      f.tls[listener],
 		h2:       h2,
-		timeout:  durationOr(l.ReadHeaderTimeout.Duration, config.DefaultReadHeaderTimeout),
+		timeout:  config.Or(l.ReadHeaderTimeout.Duration, config.DefaultReadHeaderTimeout),
 	}
 }
 
@@ -277,10 +277,3 @@ func (l *chanListener) Close() error {
 }
 
 func (l *chanListener) Addr() net.Addr { return l.addr }
-
-func durationOr(d, def time.Duration) time.Duration {
-	if d > 0 {
-		return d
-	}
-	return def
-}
