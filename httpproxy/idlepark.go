@@ -206,20 +206,21 @@ func (ls *listenerState) serveWoken(c net.Conn) {
 // free, or held by fasthttp's sync.Pools until the second collection, and returned to the
 // system only as the runtime's scavenger gets to it, so the process's RSS stays at the
 // burst's high-water mark for minutes. After releaseBurst parkings the proxy collects twice
-// and returns the free memory (debug.FreeOSMemory) once the parkings have stopped coming,
-// at most once per releaseEvery: two collections of a proxy's small heap cost milliseconds.
+// and returns the free memory (debug.FreeOSMemory) once the parkings have stopped coming.
+// A burst that pauses for a moment gets a release at the pause and another after its rest
+// has parked (releaseBurst more parkings), so how a burst arrives does not decide what stays
+// mapped. Releases are spaced by releaseGap, or by releaseCost times the previous one's
+// duration when that is longer, so that a proxy whose connections park all the time spends
+// at most about 2 % of its time on them: two collections of a small heap cost milliseconds.
 const (
 	releaseBurst = 1024
-	releaseEvery = 10 * time.Second
+	releaseGap   = time.Second
+	releaseCost  = 50
 )
 
-// parked counts one parking and starts a release after a burst of them.
+// parked counts one parking and starts a release after a burst of them; one runs at a time.
 func (p *Proxy) parked() {
-	if p.parkedSince.Add(1) < releaseBurst {
-		return
-	}
-	now, last := time.Now().UnixNano(), p.lastRelease.Load()
-	if now-last < int64(releaseEvery) || !p.lastRelease.CompareAndSwap(last, now) {
+	if p.parkedSince.Add(1) < releaseBurst || !p.releasing.CompareAndSwap(false, true) {
 		return
 	}
 	go p.release()
@@ -227,6 +228,10 @@ func (p *Proxy) parked() {
 
 // release returns the memory of a burst that went idle, once parkings stop coming.
 func (p *Proxy) release() {
+	defer p.releasing.Store(false)
+	if wait := time.Duration(p.nextRelease.Load() - time.Now().UnixNano()); wait > 0 {
+		time.Sleep(wait)
+	}
 	for range 8 { // until a parkAfter passes without a parking, at most 8 of them
 		n := p.parkedSince.Load()
 		time.Sleep(parkAfter)
@@ -235,7 +240,10 @@ func (p *Proxy) release() {
 		}
 	}
 	p.parkedSince.Store(0)
+	start := time.Now()
 	runtime.GC() // the pools' contents move to their victim caches, freed by the next one
 	debug.FreeOSMemory()
+	took := time.Since(start)
+	p.nextRelease.Store(time.Now().Add(max(releaseGap, releaseCost*took)).UnixNano())
 	p.releases.Add(1)
 }

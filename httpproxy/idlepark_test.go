@@ -183,35 +183,44 @@ func TestParkedConnectionLimits(t *testing.T) {
 }
 
 // TestBurstMemoryRelease: when releaseBurst connections have parked, the proxy returns the
-// memory they used while active (two collections and debug.FreeOSMemory), once.
+// memory they used while active (two collections and debug.FreeOSMemory), once; a second
+// wave after the first release (a burst that paused) gets a release of its own.
 func TestBurstMemoryRelease(t *testing.T) {
 	tp := startProxy(t, testConfig(testPool("p", "roundrobin", smallBackend(t))))
-	conns := make([]net.Conn, 0, releaseBurst)
+	conns := make([]net.Conn, 0, 2*releaseBurst)
 	defer func() {
 		for _, c := range conns {
 			_ = c.Close()
 		}
 	}()
 	buf := make([]byte, 512)
-	for range releaseBurst {
-		c, err := net.Dial("tcp", tp.addr)
-		if err != nil {
-			t.Fatal(err)
+	wave := func() {
+		start := len(conns)
+		for range releaseBurst {
+			c, err := net.Dial("tcp", tp.addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			conns = append(conns, c)
+			_ = c.SetDeadline(time.Now().Add(20 * time.Second))
+			if _, err := io.WriteString(c, "GET / HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+				t.Fatal(err)
+			}
 		}
-		conns = append(conns, c)
-		_ = c.SetDeadline(time.Now().Add(20 * time.Second))
-		if _, err := io.WriteString(c, "GET / HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
-			t.Fatal(err)
+		for _, c := range conns[start:] {
+			if n, err := c.Read(buf); err != nil || !strings.HasPrefix(string(buf[:n]), "HTTP/1.1 200") {
+				t.Fatalf("answer %q, %v", buf[:n], err)
+			}
 		}
 	}
-	for _, c := range conns {
-		if n, err := c.Read(buf); err != nil || !strings.HasPrefix(string(buf[:n]), "HTTP/1.1 200") {
-			t.Fatalf("answer %q, %v", buf[:n], err)
-		}
-	}
+	wave()
 	if n := tp.releases.Load(); n != 0 {
 		t.Fatalf("%d releases before the connections parked", n)
 	}
 	waitFor(t, "all connections parked", func() bool { return parkedConns(tp) == releaseBurst })
 	waitFor(t, "memory released", func() bool { return tp.releases.Load() == 1 })
+
+	wave()
+	waitFor(t, "the second wave parked", func() bool { return parkedConns(tp) == 2*releaseBurst })
+	waitFor(t, "the second wave's memory released", func() bool { return tp.releases.Load() == 2 })
 }

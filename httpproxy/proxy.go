@@ -37,7 +37,8 @@ type Proxy struct {
 	stopping atomic.Bool // Shutdown began: parked connections are closed, not served again
 
 	parkedSince atomic.Int64 // parkings since the last memory release (idlepark.go)
-	lastRelease atomic.Int64 // when the last release started, Unix ns
+	releasing   atomic.Bool  // a release is waiting or running
+	nextRelease atomic.Int64 // no release starts before this, Unix ns
 	releases    atomic.Int64 // memory releases done
 
 	tunnels sync.WaitGroup // upgraded connections being relayed
