@@ -206,21 +206,28 @@ func (ls *listenerState) serveWoken(c net.Conn) {
 // free, or held by fasthttp's sync.Pools until the second collection, and returned to the
 // system only as the runtime's scavenger gets to it, so the process's RSS stays at the
 // burst's high-water mark for minutes. After releaseBurst parkings the proxy collects twice
-// and returns the free memory (debug.FreeOSMemory) once the parkings have stopped coming.
-// A burst that pauses for a moment gets a release at the pause and another after its rest
-// has parked (releaseBurst more parkings), so how a burst arrives does not decide what stays
-// mapped. Releases are spaced by releaseGap, or by releaseCost times the previous one's
-// duration when that is longer, so that a proxy whose connections park all the time spends
-// at most about 2 % of its time on them: two collections of a small heap cost milliseconds.
+// and returns the free memory (debug.FreeOSMemory) once the parkings have stopped coming for
+// a parkAfter, or after releaseWait if they keep coming. The burst may only have paused, so
+// a release is followed by another once releaseBurst/8 more connections have parked (and so
+// on while a release finds parkings still coming): how a burst arrives does not decide what
+// stays mapped. Releases are spaced by releaseGap, or by releaseCost times the previous
+// one's duration when that is longer, so that a proxy whose connections park all the time
+// spends at most about 2 % of its time on them: two collections of a small heap cost
+// milliseconds.
 const (
 	releaseBurst = 1024
+	releaseWait  = 8 * parkAfter
 	releaseGap   = time.Second
 	releaseCost  = 50
 )
 
 // parked counts one parking and starts a release after a burst of them; one runs at a time.
 func (p *Proxy) parked() {
-	if p.parkedSince.Add(1) < releaseBurst || !p.releasing.CompareAndSwap(false, true) {
+	n, need := p.parkedSince.Add(1), int64(releaseBurst)
+	if p.releaseEarly.Load() {
+		need = releaseBurst / 8
+	}
+	if n < need || !p.releasing.CompareAndSwap(false, true) {
 		return
 	}
 	go p.release()
@@ -232,14 +239,17 @@ func (p *Proxy) release() {
 	if wait := time.Duration(p.nextRelease.Load() - time.Now().UnixNano()); wait > 0 {
 		time.Sleep(wait)
 	}
-	for range 8 { // until a parkAfter passes without a parking, at most 8 of them
+	quiet := false
+	for range releaseWait / parkAfter {
 		n := p.parkedSince.Load()
 		time.Sleep(parkAfter)
-		if p.parkedSince.Load() == n {
+		if quiet = p.parkedSince.Load() == n; quiet {
 			break
 		}
 	}
 	p.parkedSince.Store(0)
+	// Parkings still coming, or the first release of a burst: its rest is released too.
+	p.releaseEarly.Store(!quiet || !p.releaseEarly.Load())
 	start := time.Now()
 	runtime.GC() // the pools' contents move to their victim caches, freed by the next one
 	debug.FreeOSMemory()

@@ -36,10 +36,11 @@ type Proxy struct {
 
 	stopping atomic.Bool // Shutdown began: parked connections are closed, not served again
 
-	parkedSince atomic.Int64 // parkings since the last memory release (idlepark.go)
-	releasing   atomic.Bool  // a release is waiting or running
-	nextRelease atomic.Int64 // no release starts before this, Unix ns
-	releases    atomic.Int64 // memory releases done
+	parkedSince  atomic.Int64 // parkings since the last memory release (idlepark.go)
+	releasing    atomic.Bool  // a release is waiting or running
+	releaseEarly atomic.Bool  // the next release follows releaseBurst/8 parkings, not releaseBurst
+	nextRelease  atomic.Int64 // no release starts before this, Unix ns
+	releases     atomic.Int64 // memory releases done
 
 	tunnels sync.WaitGroup // upgraded connections being relayed
 }
