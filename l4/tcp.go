@@ -43,7 +43,7 @@ func NewTable(routes []Route) (*Table, error) {
 		}
 		t.routes[i].SNI = names
 		if r.ConnectTimeout > 0 {
-			t.routes[i].dialer = &net.Dialer{Timeout: r.ConnectTimeout, KeepAlive: -1}
+			t.routes[i].dialer = &net.Dialer{Timeout: r.ConnectTimeout, KeepAlive: -1, Control: sockio.ConnectFirst}
 		}
 	}
 	return t, nil
@@ -186,6 +186,8 @@ func NewTCP(opts TCPOptions, t *Table) *TCP {
 	// No TCP keep-alive probes on backend connections either (HAProxy's srvtcpka is off): the
 	// idle timeout ends dead connections, and the four setsockopt calls cost every connect.
 	p.dialer.KeepAlive = -1
+	// The handshake runs inside the first connect (loopback, local networks): see ConnectFirst.
+	p.dialer.Control = sockio.ConnectFirst
 	p.table.Store(t)
 	return p
 }
