@@ -202,14 +202,14 @@ func (s *relayShard) serve(fl *relayFlow, d int, buf []byte) {
 		s.end(fl, false)
 		return
 	case r == 0: // end of stream: pass the FIN on, keep the other direction
+		// Also when the other direction has ended and the close follows: sending the FIN
+		// here, in a raw call, leaves the close (an ordinary system call, see IO) short.
+		_, _, _ = syscall.RawSyscall(syscall.SYS_SHUTDOWN, uintptr(dst), syscall.SHUT_WR, 0)
 		fl.ended[d] = true
 		if fl.ended[1-d] {
-			// Both ended: closing sends dst's FIN (its side was read to the end, so no
-			// reset) and takes both sockets out of the set.
-			s.end(fl, false)
+			s.end(fl, false) // closing takes both sockets out of the set
 			return
 		}
-		_, _, _ = syscall.RawSyscall(syscall.SYS_SHUTDOWN, uintptr(dst), syscall.SHUT_WR, 0)
 		_ = s.ctl(syscall.EPOLL_CTL_DEL, fl, d) // level-triggered: its end would be reported again
 		return
 	}
