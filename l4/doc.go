@@ -12,12 +12,14 @@
 // bounded buffer and forwarded unchanged), the route, the pick (Pool.Acquire with the flow
 // hash as key, which may wait in the backlog), the connect within ConnectTimeout, and on a
 // failed connect a Release as failure and another pick that excludes the backends tried (safe:
-// nothing has reached a backend yet). Then the optional PROXY header to the backend, the bytes
-// already read from the client, and a copy in both directions: each direction waits for
-// readability holding no buffer or pipe, moves a short burst through a pooled 16 KiB buffer and
-// a bulk transfer with splice(2) of exactly the queued bytes, so an idle connection holds only
-// its two sockets. A FIN in one direction is
-// passed on with CloseWrite and the other direction keeps flowing; the connection ends when
+// nothing has reached a backend yet); the connect starts with a raw connect(2)
+// (sockio.ConnectFirst). Then the optional PROXY header to the backend, the bytes already read
+// from the client, and the process's sockio.Relay forwards both ways: the two sockets wait in
+// one of its epoll sets (one goroutine per P for all listeners) holding no goroutine, buffer or
+// pipe, short bursts move with raw non-blocking reads and writes, and a bulk transfer or a
+// blocked write hands the connection to sockio.Pipe's two goroutines (splice(2) of exactly the
+// queued bytes). A FIN in one direction is passed on with CloseWrite and the other direction
+// keeps flowing; the connection ends when
 // both directions have ended, on an error in either, or after IdleTimeout without a byte either
 // way. The backend's slot is released when the connection ends, with the connect time as the
 // latency. Source-IP persistence (Route.Persistence, LVS -p) remembers the backend a client
@@ -25,7 +27,7 @@
 //
 // The route table is an immutable Table behind an atomic pointer; Swap installs a new one and
 // established connections finish on the pool they started with. Shutdown stops accepting and
-// waits for established connections until its context ends, then closes them.
+// waits for established connections until its context ends, then shuts their sockets down.
 //
 // # UDP
 //

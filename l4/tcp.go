@@ -43,7 +43,7 @@ func NewTable(routes []Route) (*Table, error) {
 		}
 		t.routes[i].SNI = names
 		if r.ConnectTimeout > 0 {
-			t.routes[i].dialer = &net.Dialer{Timeout: r.ConnectTimeout, KeepAlive: -1}
+			t.routes[i].dialer = &net.Dialer{Timeout: r.ConnectTimeout, KeepAlive: -1, Control: sockio.ConnectFirst}
 		}
 	}
 	return t, nil
@@ -116,6 +116,7 @@ type TCP struct {
 	table   atomic.Pointer[Table]
 	persist *persistTable
 	dialer  net.Dialer
+	relay   *sockio.Relay
 
 	counters sync.Map // *upstream.Backend → *backendCounters
 
@@ -139,9 +140,34 @@ type TCP struct {
 
 const connShards = 32
 
+// sharedRelay forwards the established connections of every TCP proxy in the process: its
+// shards (one per P) serve all listeners, as one event loop per thread would.
+var sharedRelay = sync.OnceValue(sockio.NewRelay)
+
 type connShard struct {
 	mu sync.Mutex
-	m  map[uint64]*net.TCPConn
+	m  map[uint64]*tcpConn
+}
+
+// tcpConn is a client connection in the drain registry, with its backend connection once
+// there is one.
+type tcpConn struct {
+	c      *net.TCPConn
+	bc     atomic.Pointer[net.TCPConn]
+	killed atomic.Bool
+}
+
+// kill ends the connection for Shutdown: it shuts both sockets down, which ends a read or a
+// write in any phase (the handshake, the relay, Pipe's goroutines) without closing a
+// descriptor under its owner. A connection still connecting sees killed once connected.
+func (tc *tcpConn) kill() {
+	tc.killed.Store(true)
+	for _, c := range [2]*net.TCPConn{tc.c, tc.bc.Load()} {
+		if c != nil {
+			_ = c.CloseRead()
+			_ = c.CloseWrite()
+		}
+	}
 }
 
 // NewTCP builds a TCP proxy over t.
@@ -152,13 +178,16 @@ func NewTCP(opts TCPOptions, t *Table) *TCP {
 		drained:   make(chan struct{}),
 	}
 	for i := range p.registry {
-		p.registry[i].m = make(map[uint64]*net.TCPConn)
+		p.registry[i].m = make(map[uint64]*tcpConn)
 	}
 	p.persist = newPersistTable(p.opts.MaxPersist)
+	p.relay = sharedRelay()
 	p.dialer.Timeout = p.opts.ConnectTimeout
 	// No TCP keep-alive probes on backend connections either (HAProxy's srvtcpka is off): the
 	// idle timeout ends dead connections, and the four setsockopt calls cost every connect.
 	p.dialer.KeepAlive = -1
+	// The handshake runs inside the first connect (loopback, local networks): see ConnectFirst.
+	p.dialer.Control = sockio.ConnectFirst
 	p.table.Store(t)
 	return p
 }
@@ -211,31 +240,32 @@ func (p *TCP) Serve(ln net.Listener) error {
 			_ = c.Close()
 			continue
 		}
-		id, ok := p.track(tc)
+		conn, id, ok := p.track(tc)
 		if !ok {
 			_ = c.Close()
 			continue
 		}
 		p.accepted.Add(1)
-		go p.handle(tc, id)
+		go p.handle(conn, id)
 	}
 }
 
 // track registers a client connection for Shutdown; false once shutting down. The counter is
 // raised before closing is read and Shutdown sets closing before it reads the counter, so one
 // of the two always sees the other.
-func (p *TCP) track(c *net.TCPConn) (uint64, bool) {
+func (p *TCP) track(c *net.TCPConn) (*tcpConn, uint64, bool) {
 	p.open.Add(1)
 	id := p.seq.Add(1)
 	if p.closing.Load() {
 		p.untrack(id)
-		return 0, false
+		return nil, 0, false
 	}
+	tc := &tcpConn{c: c}
 	s := &p.registry[id%connShards]
 	s.mu.Lock()
-	s.m[id] = c
+	s.m[id] = tc
 	s.mu.Unlock()
-	return id, true
+	return tc, id, true
 }
 
 func (p *TCP) untrack(id uint64) {
@@ -249,7 +279,7 @@ func (p *TCP) untrack(id uint64) {
 }
 
 // Shutdown stops accepting, then waits for established connections to finish until ctx ends,
-// when it closes those still open and returns ctx's error once their goroutines have ended
+// when it shuts down those still open and returns ctx's error once their goroutines have ended
 // (a connection waiting in the backlog queue or connecting ends within queue_timeout or
 // ConnectTimeout).
 func (p *TCP) Shutdown(ctx context.Context) error {
@@ -270,8 +300,8 @@ func (p *TCP) Shutdown(ctx context.Context) error {
 	for i := range p.registry {
 		s := &p.registry[i]
 		s.mu.Lock()
-		for _, c := range s.m {
-			_ = c.Close()
+		for _, tc := range s.m {
+			tc.kill()
 		}
 		s.mu.Unlock()
 	}
@@ -313,13 +343,20 @@ func (p *TCP) countersFor(b *upstream.Backend) *backendCounters {
 	return v.(*backendCounters)
 }
 
-// handle serves one client connection to the end.
-func (p *TCP) handle(c *net.TCPConn, id uint64) {
+// handle serves one client connection: it reads what routing needs, connects, and hands
+// both connections to the relay, whose Done ends the connection's accounting.
+func (p *TCP) handle(tc *tcpConn, id uint64) {
 	p.active.Add(1)
-	defer p.active.Add(-1)
-	defer p.untrack(id)
-	defer c.Close()
+	if !p.forward(tc, id) {
+		_ = tc.c.Close()
+		p.untrack(id)
+		p.active.Add(-1)
+	}
+}
 
+// forward takes the connection up to the relay; false when it ended before.
+func (p *TCP) forward(tc *tcpConn, id uint64) bool {
+	c := tc.c
 	src, dst := addrPort(c.RemoteAddr()), addrPort(c.LocalAddr())
 	var prefix []byte // client bytes read before forwarding starts
 	t := p.table.Load()
@@ -329,12 +366,12 @@ func (p *TCP) handle(c *net.TCPConn, id uint64) {
 	if p.opts.AcceptProxy {
 		if !p.proxyFrom.Load().Allows(src.Addr()) {
 			p.proxyRefused.Add(1) // an untrusted peer could claim any client address
-			return
+			return false
 		}
 		h, rest, err := proxyproto.Read(c, make([]byte, 0, 512))
 		if err != nil {
 			p.proxyRefused.Add(1)
-			return
+			return false
 		}
 		if h.HasAddrs() {
 			src, dst = h.Src, h.Dst
@@ -353,7 +390,7 @@ func (p *TCP) handle(c *net.TCPConn, id uint64) {
 			// without SNI can take it.
 		default:
 			p.noRoute.Add(1) // the client went away, or stalled inside its ClientHello
-			return
+			return false
 		}
 	}
 	if p.opts.AcceptProxy || t.needSNI {
@@ -362,20 +399,37 @@ func (p *TCP) handle(c *net.TCPConn, id uint64) {
 	r := t.route(name)
 	if r == nil {
 		p.noRoute.Add(1)
-		return
+		return false
 	}
 	b, bc, connectTime := p.connect(r, src, dst)
 	if bc == nil {
 		p.noBackend.Add(1)
-		return
+		return false
 	}
-	defer bc.Close()
 	bcnt := p.countersFor(b)
 	bcnt.conns.Add(1)
 	bcnt.active.Add(1)
-	defer bcnt.active.Add(-1)
-	defer r.Pool.Release(b, connectTime, false)
-
+	done := func(idled bool) {
+		if idled {
+			p.idleClosed.Add(1)
+		}
+		r.Pool.Release(b, connectTime, false)
+		bcnt.active.Add(-1)
+		p.untrack(id)
+		p.active.Add(-1)
+	}
+	drop := func() bool {
+		_ = bc.Close()
+		r.Pool.Release(b, connectTime, false)
+		bcnt.active.Add(-1)
+		return false
+	}
+	// Stored before killed is read, as kill stores killed before it reads bc: a Shutdown
+	// racing with this connect either sees bc or is seen here.
+	tc.bc.Store(bc)
+	if tc.killed.Load() {
+		return drop()
+	}
 	if r.SendProxy != 0 || len(prefix) > 0 {
 		var out []byte
 		if r.SendProxy != 0 {
@@ -384,14 +438,13 @@ func (p *TCP) handle(c *net.TCPConn, id uint64) {
 		out = append(out, prefix...)
 		_ = bc.SetWriteDeadline(time.Now().Add(p.opts.IdleTimeout))
 		if _, err := bc.Write(out); err != nil {
-			return
+			return drop()
 		}
-		_ = bc.SetWriteDeadline(time.Time{}) // the pipe sets none: see pipe
+		_ = bc.SetWriteDeadline(time.Time{}) // the pipe sets none: see sockio.Pipe
 		bcnt.bytesIn.Add(uint64(len(prefix)))
 	}
-	if sockio.Pipe(c, bc, p.opts.IdleTimeout, &bcnt.bytesIn, &bcnt.bytesOut) {
-		p.idleClosed.Add(1)
-	}
+	p.relay.Forward(sockio.RelayFlow{A: c, B: bc, Idle: p.opts.IdleTimeout, AB: &bcnt.bytesIn, BA: &bcnt.bytesOut, Done: done})
+	return true
 }
 
 // connect picks a backend and connects to it, trying other backends after a failed connect.

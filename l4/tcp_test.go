@@ -10,6 +10,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -440,10 +441,10 @@ func TestTCPFDsAfterManyConns(t *testing.T) {
 	}
 }
 
-// TestTCPIdleHoldsNoPipe: connections that moved bytes and went idle hold no splice pipe, so
-// an idle connection costs its two sockets only (the pipes of a busy moment go back to Go's
-// pool and are not counted per connection), and a bulk transfer after the idle moment is
-// still delivered whole.
+// TestTCPIdleHoldsNoPipe: connections that moved bytes and went idle hold no splice pipe and
+// no goroutine (they wait in the relay's epoll set), so an idle connection costs its two
+// sockets and its bookkeeping (the pipes of a busy moment go back to Go's pool and are not
+// counted per connection), and a bulk transfer after the idle moment is still delivered whole.
 func TestTCPIdleHoldsNoPipe(t *testing.T) {
 	// The backend echoes through a buffer: io.Copy between two sockets would splice, and its
 	// pipes would be counted here too.
@@ -473,7 +474,7 @@ func TestTCPIdleHoldsNoPipe(t *testing.T) {
 		}
 		return n
 	}
-	before := pipes()
+	before, goroutines := pipes(), runtime.NumGoroutine()
 	const n = 64
 	conns := make([]*net.TCPConn, n)
 	buf := make([]byte, 1)
@@ -487,6 +488,11 @@ func TestTCPIdleHoldsNoPipe(t *testing.T) {
 	eventually(t, 5*time.Second, "all connections open", func() bool { return p.Stats().Active == n })
 	if got := pipes() - before; got >= n {
 		t.Fatalf("%d idle connections hold %d more pipe descriptors", n, got)
+	}
+	// The test backend serves each connection in a goroutine of its own; the proxy adds none
+	// (with a goroutine pipe it held two per connection).
+	if got := runtime.NumGoroutine() - goroutines; got >= n+n/4 {
+		t.Fatalf("%d idle connections hold %d more goroutines (the backend's %d included)", n, got, n)
 	}
 	// A bulk transfer on one of them afterwards: 4 MiB through, echoed back.
 	big := bytes.Repeat([]byte("0123456789abcdef"), 1<<18)

@@ -8,7 +8,11 @@
 #   idle   IDLE connections held open through each proxy: RSS growth per connection (kB).
 # Prints medians of REPS runs and ratios to HAProxy. Needs: haproxy nginx libnginx-mod-stream
 # iperf3 python3 (apt-get install -y haproxy nginx libnginx-mod-stream iperf3).
+# Environment: ROWS (default "bulk rate idle") picks rows; L4PEERS_BASE (default 29000) moves
+# every port (BASE+1.. backends, +10x HAProxy, +20x nginx, +30x Ballast) for a second run;
+# BALLAST_OLD=another binary runs it too (+40x), interleaved, for a before/after in one run.
 set -u
+ROWS=${ROWS:-bulk rate idle}; P=${L4PEERS_BASE:-29000}
 BIN=$(readlink -f "$1"); REPS=${2:-5}; SECS=${3:-4}; N=${4:-5000}; IDLE=${5:-5000}
 here=$(dirname "$(readlink -f "$0")")
 # shared/ sits next to the main checkout; a worktree finds that through git's common directory.
@@ -28,11 +32,11 @@ ratio() { awk -v b=$1 -v h=$2 'BEGIN{ if (h>0 && b==b) printf "%.2f", b/h; else 
 
 # Backends: one iperf3 server for bulk (its control and data connections must meet the same
 # server), two echo servers for rate and idle.
-iperf3 -s -p 29001 >/dev/null 2>&1 & pids+=($!)
-python3 "$here/l4load.py" echo 29002 & pids+=($!)
-python3 "$here/l4load.py" echo 29003 & pids+=($!)
+iperf3 -s -p $((P+1)) >/dev/null 2>&1 & pids+=($!)
+python3 "$here/l4load.py" echo $((P+2)) & pids+=($!)
+python3 "$here/l4load.py" echo $((P+3)) & pids+=($!)
 
-# Proxies: HAProxy on 2910x, nginx on 2920x, Ballast on 2930x; x=1 bulk, x=2 echo.
+# Proxies: HAProxy on P+10x, nginx on P+20x, Ballast on P+30x (and P+40x); x=1 bulk, x=2 echo.
 cat >"$w/haproxy.cfg" <<CFG
 global
     nbthread 1
@@ -44,13 +48,13 @@ defaults
     timeout server 60s
     maxconn 9000
 listen bulk
-    bind 127.0.0.1:29101
-    server s1 127.0.0.1:29001
+    bind 127.0.0.1:$((P+101))
+    server s1 127.0.0.1:$((P+1))
 listen echo
-    bind 127.0.0.1:29102 backlog 4096
+    bind 127.0.0.1:$((P+102)) backlog 4096
     balance roundrobin
-    server s1 127.0.0.1:29002
-    server s2 127.0.0.1:29003
+    server s1 127.0.0.1:$((P+2))
+    server s2 127.0.0.1:$((P+3))
 CFG
 haproxy -f "$w/haproxy.cfg" -db >"$w/haproxy.log" 2>&1 & hp=$!; pids+=($hp)
 mkdir -p "$w/nginx/logs"
@@ -63,42 +67,47 @@ error_log $w/nginx/logs/error.log;
 daemon off;
 events { worker_connections 20000; }
 stream {
-    upstream bulk { server 127.0.0.1:29001; }
-    upstream echo { server 127.0.0.1:29002; server 127.0.0.1:29003; }
-    server { listen 127.0.0.1:29201; proxy_pass bulk; }
-    server { listen 127.0.0.1:29202 backlog=4096; proxy_pass echo; }
+    upstream bulk { server 127.0.0.1:$((P+1)); }
+    upstream echo { server 127.0.0.1:$((P+2)); server 127.0.0.1:$((P+3)); }
+    server { listen 127.0.0.1:$((P+201)); proxy_pass bulk; }
+    server { listen 127.0.0.1:$((P+202)) backlog=4096; proxy_pass echo; }
 }
 CFG
 nginx -p "$w/nginx/" -c "$w/nginx.conf" -e stderr >"$w/nginx.log" 2>&1 & np=$!; pids+=($np)
 cat >"$w/ballast.yaml" <<CFG
 listeners:
-  - {name: bulk, address: 127.0.0.1:29301, protocol: tcp}
-  - {name: echo, address: 127.0.0.1:29302, protocol: tcp}
+  - {name: bulk, address: 127.0.0.1:$((P+301)), protocol: tcp}
+  - {name: echo, address: 127.0.0.1:$((P+302)), protocol: tcp}
 pools:
   - name: bulk
     balancer: roundrobin
-    backends: [{address: 127.0.0.1:29001}]
+    backends: [{address: 127.0.0.1:$((P+1))}]
   - name: echo
     balancer: roundrobin
-    backends: [{address: 127.0.0.1:29002}, {address: 127.0.0.1:29003}]
+    backends: [{address: 127.0.0.1:$((P+2))}, {address: 127.0.0.1:$((P+3))}]
 routes:
   - {listener: bulk, pool: bulk}
   - {listener: echo, pool: echo}
 CFG
 "$BIN" serve -c "$w/ballast.yaml" >"$w/ballast.log" 2>&1 & bp=$!; pids+=($bp)
+OLD=${BALLAST_OLD:-}; op=
+if [ -n "$OLD" ]; then
+  sed "s/:$((P+301))/:$((P+401))/; s/:$((P+302))/:$((P+402))/" "$w/ballast.yaml" >"$w/old.yaml"
+  "$OLD" serve -c "$w/old.yaml" >"$w/old.log" 2>&1 & op=$!; pids+=($op)
+fi
 sleep 1
 # HAProxy needs two descriptors per connection under its maxconn (9000 fits the usual hard
 # limit of 20000 and the IDLE connections); a proxy that did not start is reported, not measured.
-for x in "haproxy $hp" "nginx $np" "ballast $bp"; do
+for x in "haproxy $hp" "nginx $np" "ballast $bp" ${op:+"old $op"}; do
   set -- $x
   kill -0 $2 2>/dev/null || { echo "$1 did not start:"; cat "$w/$1.log"; exit 1; }
 done
 # Ready: the echo listeners answer a round trip; the bulk listeners accept (iperf3 behind them
 # does not echo, and a stray connection would only confuse it).
-for port in 29102 29202 29302; do
+for port in $((P+102)) $((P+202)) $((P+302)) ${op:+$((P+402))}; do
   for i in $(seq 1 100); do python3 "$here/l4load.py" rate $port 1 1 2>/dev/null | grep -q '^1 0' && break; sleep 0.1; done
 done
-for port in 29101 29201 29301; do
+for port in $((P+101)) $((P+201)) $((P+301)) ${op:+$((P+401))}; do
   for i in $(seq 1 100); do (exec 3<>/dev/tcp/127.0.0.1/$port) 2>/dev/null && break; sleep 0.1; done
 done
 
@@ -126,14 +135,17 @@ idle() { # pid port -> kB of RSS per held connection
   sleep 1
 }
 row() { # name unit fn port-suffix
-  local H=() G=() B=()
+  local H=() G=() B=() O=()
   for r in $(seq 1 $REPS); do
-    H+=($($3 $hp 2910$4)); G+=($($3 $np 2920$4)); B+=($($3 $bp 2930$4))
+    H+=($($3 $hp $((P+100+$4)))); G+=($($3 $np $((P+200+$4)))); B+=($($3 $bp $((P+300+$4))))
+    [ -z "$op" ] || O+=($($3 $op $((P+400+$4))))
   done
   local mh mg mb; mh=$(median "${H[@]}"); mg=$(median "${G[@]}"); mb=$(median "${B[@]}")
-  echo "$1 ($2): ballast $mb haproxy $mh nginx $mg ratio $(ratio $mb $mh) (runs: ${B[*]} | ${H[*]} | ${G[*]})"
+  local old=
+  [ -z "$op" ] || { local mo; mo=$(median "${O[@]}"); old=" old $mo ratio $(ratio $mo $mh) (runs: ${O[*]})"; }
+  echo "$1 ($2): ballast $mb haproxy $mh nginx $mg ratio $(ratio $mb $mh) (runs: ${B[*]} | ${H[*]} | ${G[*]})$old"
 }
-row bulk "CPU-s/GB" bulk 1
-row rate "CPU-us/conn" rate 2
-REPS=1 row idle "kB/conn" idle 2
+case " $ROWS " in *" bulk "*) row bulk "CPU-s/GB" bulk 1;; esac
+case " $ROWS " in *" rate "*) row rate "CPU-us/conn" rate 2;; esac
+case " $ROWS " in *" idle "*) REPS=1 row idle "kB/conn" idle 2;; esac
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"

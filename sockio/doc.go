@@ -2,6 +2,8 @@
 // system calls that keep the calling goroutine's P (see IO for why), and arms read deadlines
 // lazily (Conn). The HTTP plane uses it for client and backend connections, and parks idle
 // keep-alive clients in a Poller (one epoll set for all of them) instead of a goroutine each.
+// The L4 proxy connects with ConnectFirst and forwards established connections through a
+// Relay (one epoll set and goroutine per P), which hands bulk or blocked pairs to Pipe.
 //
 // # Contract
 //
@@ -13,4 +15,8 @@
 // Poller: Park, Len and Close are safe for concurrent use; wake runs in the Poller's goroutine,
 // must not block, and owns the woken connection from then on. A parked connection must not be read, written
 // or closed by anyone else until it is woken (Close on the Poller closes it).
+//
+// Relay: Forward is safe for concurrent use; the relay owns the pair from Forward until Done
+// has run (only CloseRead and CloseWrite may be called on its connections meanwhile); Done
+// runs once, in a goroutine of the relay's, and must not block for long.
 package sockio

@@ -35,22 +35,34 @@ var errIdle = errors.New("idle timeout")
 // interruption, and when it has not returned a whole period after it, the connection closes
 // as idle too (nothing was delivered for the timeout).
 func pipeTCP(a, b *net.TCPConn, idle time.Duration, ab, ba *atomic.Uint64) bool {
-	s := &pipeState{c: [2]*net.TCPConn{a, b}, idle: idle}
+	return (&pipeState{c: [2]*net.TCPConn{a, b}, idle: idle}).run(ab, ba)
+}
+
+// run copies the directions that have not ended, b → a in a second goroutine, and reports
+// whether the connection closed as idle.
+func (s *pipeState) run(ab, ba *atomic.Uint64) bool {
 	now := time.Now().UnixNano()
 	s.last[0].Store(now)
 	s.last[1].Store(now)
-	errc := make(chan error, 1)
-	go func() { // b → a
-		err := s.copy(1, ba)
-		if err != nil {
-			s.abort()
-		}
-		errc <- err
-	}()
+	var errc chan error
+	if !s.ended[1] {
+		errc = make(chan error, 1)
+		go func() { // b → a
+			err := s.copy(1, ba)
+			if err != nil {
+				s.abort()
+			}
+			errc <- err
+		}()
+	} else {
+		s.quiet[1].Store(true)
+	}
 	if err := s.copy(0, ab); err != nil { // a → b
 		s.abort()
 	}
-	<-errc
+	if errc != nil {
+		<-errc
+	}
 	return s.idled.Load()
 }
 
@@ -64,6 +76,10 @@ type pipeState struct {
 	rounds [2]atomic.Uint64
 	poked  [2]uint64 // owned by the direction's goroutine
 	idled  atomic.Bool
+	// ended and pending are how a Relay hands a flow over: a direction that has already
+	// passed its FIN on, and bytes read that its destination has yet to take.
+	ended   [2]bool
+	pending [2][]byte
 }
 
 // abort closes both connections, which ends the other direction's copy at once.
@@ -88,6 +104,20 @@ func (s *pipeState) copy(d int, bytes *atomic.Uint64) error {
 	}
 	lr := io.LimitedReader{R: src}
 	defer s.quiet[d].Store(true)
+	if s.ended[d] {
+		return nil
+	}
+	if p := s.pending[d]; len(p) > 0 {
+		s.pending[d] = nil
+		n, err := dst.Write(p)
+		if n > 0 && bytes != nil {
+			bytes.Add(uint64(n))
+		}
+		s.last[d].Store(time.Now().UnixNano())
+		if err != nil {
+			return err
+		}
+	}
 	var (
 		bulk  bool    // the last read filled the buffer: splice what is queued next
 		queue int     // bytes queued on the socket (bulk rounds)

@@ -1,0 +1,313 @@
+//go:build linux
+
+package sockio
+
+import (
+	"net"
+	"os"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+	"unsafe"
+)
+
+// Relay forwards between pairs of TCP connections without a goroutine per pair: a few shards,
+// each one epoll set and one goroutine, move short exchanges with raw non-blocking reads and
+// writes, and hand a pair over to Pipe's goroutines once it turns out to need them.
+//
+// Why: Pipe costs two goroutines per pair, each parking in the runtime's poller between
+// bursts (a wake-up, a deadline update and often a read that finds nothing, per burst), and
+// their stacks stay while the pair is idle. For short connections that scheduling was most of
+// the proxy's own CPU. A shard serves every ready socket of one epoll_wait in turn; the epoll
+// set is level-triggered, so a socket is read only when it holds bytes (or its end), and an
+// idle pair costs its two sockets and a map entry.
+//
+// A shard reads at most bufSize bytes and writes them on at once. A read that fills the
+// buffer (a bulk transfer: splice does it better) or a write the destination cannot take
+// whole (a slow receiver: the pair must wait, which a shard must not) hands the pair, with the
+// bytes not yet written, to Pipe's goroutines for the rest of its life. Pipe's semantics hold
+// throughout: a FIN is passed on as a half-close and the other direction keeps flowing, an
+// error in either direction ends the pair, and the idle timeout closes a pair that moved no
+// byte either way for that long (a sweep each pollEvery: at most that late).
+type Relay struct {
+	shards []*relayShard
+	next   atomic.Uint32 // round robin over shards
+}
+
+type relayShard struct {
+	epfd int
+	ep   *os.File // epfd in the runtime's network poller
+	rc   syscall.RawConn
+
+	mu    sync.Mutex // guards flows, next and swept; taken per Forward and once per epoll_wait
+	flows map[uint64]*relayFlow
+	next  uint64
+	swept bool // a sweep deadline is armed on ep (some flow has an idle timeout)
+}
+
+type relayFlow struct {
+	RelayFlow
+	id    uint64
+	fd    [2]int  // A's and B's descriptors: open until the flow ends (Forward's contract)
+	ended [2]bool // direction d (reading side d) has passed its FIN on
+	last  int64   // unix nanoseconds of the last byte moved either way
+	over  bool    // ended or handed over: later events in the same batch are stale
+}
+
+// NewRelay starts a Relay with one shard per P. If the system refuses an epoll set, the Relay
+// runs every pair in Pipe's goroutines instead.
+func NewRelay() *Relay {
+	r := &Relay{}
+	for range runtime.GOMAXPROCS(0) {
+		s, err := newRelayShard()
+		if err != nil {
+			break
+		}
+		r.shards = append(r.shards, s)
+	}
+	for _, s := range r.shards {
+		go s.run()
+	}
+	return r
+}
+
+func newRelayShard() (*relayShard, error) {
+	epfd, err := syscall.EpollCreate1(syscall.EPOLL_CLOEXEC)
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.SetNonblock(epfd, true); err != nil {
+		_ = syscall.Close(epfd)
+		return nil, err
+	}
+	ep := os.NewFile(uintptr(epfd), "relay-epoll")
+	rc, err := ep.SyscallConn()
+	if err != nil {
+		_ = ep.Close()
+		return nil, err
+	}
+	return &relayShard{epfd: epfd, ep: ep, rc: rc, flows: make(map[uint64]*relayFlow)}, nil
+}
+
+// Forward hands f.A and f.B to the relay, which owns them from now on: nobody else may read,
+// write or close them (a half-close through CloseRead or CloseWrite is allowed: the relay
+// sees it as the end of that direction) until Done has run. Nothing may be buffered above
+// either socket.
+func (r *Relay) Forward(f RelayFlow) {
+	if len(r.shards) == 0 {
+		go f.pipe()
+		return
+	}
+	fl := &relayFlow{RelayFlow: f, last: time.Now().UnixNano()}
+	for i, c := range [2]*net.TCPConn{f.A, f.B} {
+		rc, err := c.SyscallConn()
+		if err == nil {
+			err = rc.Control(func(fd uintptr) { fl.fd[i] = int(fd) })
+		}
+		if err != nil {
+			go fl.finish(false)
+			return
+		}
+	}
+	s := r.shards[r.next.Add(1)%uint32(len(r.shards))]
+	s.mu.Lock()
+	fl.id = s.next
+	s.next++
+	s.flows[fl.id] = fl
+	if f.Idle > 0 && !s.swept { // the shard sleeps without a sweep: arm one
+		s.swept = true
+		_ = s.ep.SetReadDeadline(time.Now().Add(pollEvery))
+	}
+	s.mu.Unlock()
+	for d := range 2 {
+		if err := s.ctl(syscall.EPOLL_CTL_ADD, fl, d); err != nil {
+			s.mu.Lock()
+			delete(s.flows, fl.id)
+			s.mu.Unlock()
+			if d == 1 {
+				_ = s.ctl(syscall.EPOLL_CTL_DEL, fl, 0)
+			}
+			go fl.finish(false)
+			return
+		}
+	}
+}
+
+// ctl adds side d of fl to the shard's set, or deletes it. The event's data is the flow's id
+// and the side.
+func (s *relayShard) ctl(op int, fl *relayFlow, d int) error {
+	key := fl.id<<1 | uint64(d)
+	ev := syscall.EpollEvent{Events: syscall.EPOLLIN | syscall.EPOLLRDHUP}
+	ev.Fd, ev.Pad = int32(uint32(key)), int32(uint32(key>>32))
+	_, _, e := syscall.RawSyscall6(syscall.SYS_EPOLL_CTL, uintptr(s.epfd), uintptr(op), uintptr(fl.fd[d]), uintptr(unsafe.Pointer(&ev)), 0, 0)
+	if e != 0 {
+		return e
+	}
+	return nil
+}
+
+func (s *relayShard) run() {
+	events := make([]syscall.EpollEvent, 128)
+	ready := make([]*relayFlow, 0, 128)
+	sides := make([]int, 0, 128)
+	buf := make([]byte, bufSize)
+	n := 0
+	wait := func(fd uintptr) bool {
+		r, _, e := syscall.RawSyscall6(syscall.SYS_EPOLL_PWAIT, fd, uintptr(unsafe.Pointer(&events[0])), uintptr(len(events)), 0, 0, 0)
+		n = int(r)
+		return (e == 0 && n > 0) || (e != 0 && e != syscall.EINTR && e != syscall.EAGAIN)
+	}
+	for {
+		n = 0
+		if err := s.rc.Read(wait); err != nil {
+			s.sweep() // the sweep deadline passed
+			continue
+		}
+		ready, sides = ready[:0], sides[:0]
+		s.mu.Lock()
+		for _, ev := range events[:max(n, 0)] {
+			key := uint64(uint32(ev.Fd)) | uint64(uint32(ev.Pad))<<32
+			if fl := s.flows[key>>1]; fl != nil {
+				ready = append(ready, fl)
+				sides = append(sides, int(key&1))
+			}
+		}
+		s.mu.Unlock()
+		for i, fl := range ready {
+			if !fl.over {
+				s.serve(fl, sides[i], buf)
+			}
+		}
+		clear(ready)
+	}
+}
+
+// serve moves what side d of fl has to the other side.
+func (s *relayShard) serve(fl *relayFlow, d int, buf []byte) {
+	src, dst := fl.fd[d], fl.fd[1-d]
+	var r uintptr
+	var e syscall.Errno
+	for {
+		r, _, e = syscall.RawSyscall(syscall.SYS_READ, uintptr(src), uintptr(unsafe.Pointer(&buf[0])), uintptr(len(buf)))
+		if e != syscall.EINTR {
+			break
+		}
+	}
+	switch {
+	case e == syscall.EAGAIN:
+		return
+	case e != 0: // reset, or the like: the pair ends
+		s.end(fl, false)
+		return
+	case r == 0: // end of stream: pass the FIN on, keep the other direction
+		// Also when the other direction has ended and the close follows: sending the FIN
+		// here, in a raw call, leaves the close (an ordinary system call, see IO) short.
+		_, _, _ = syscall.RawSyscall(syscall.SYS_SHUTDOWN, uintptr(dst), syscall.SHUT_WR, 0)
+		fl.ended[d] = true
+		if fl.ended[1-d] {
+			s.end(fl, false) // closing takes both sockets out of the set
+			return
+		}
+		_ = s.ctl(syscall.EPOLL_CTL_DEL, fl, d) // level-triggered: its end would be reported again
+		return
+	}
+	got := int(r)
+	w := 0
+	for w < got {
+		r, _, e = syscall.RawSyscall(syscall.SYS_WRITE, uintptr(dst), uintptr(unsafe.Pointer(&buf[w])), uintptr(got-w))
+		if e == syscall.EINTR {
+			continue
+		}
+		if e != 0 {
+			break
+		}
+		w += int(r)
+	}
+	if w > 0 {
+		fl.last = time.Now().UnixNano()
+		if c := fl.counter(d); c != nil {
+			c.Add(uint64(w))
+		}
+	}
+	switch {
+	case e != 0 && e != syscall.EAGAIN:
+		s.end(fl, false)
+	case w < got || got == len(buf):
+		s.handOver(fl, d, buf[w:got])
+	}
+}
+
+func (fl *relayFlow) counter(d int) *atomic.Uint64 {
+	if d == 0 {
+		return fl.AB
+	}
+	return fl.BA
+}
+
+// forget takes fl out of the shard; its later events are stale.
+func (s *relayShard) forget(fl *relayFlow) {
+	fl.over = true
+	s.mu.Lock()
+	delete(s.flows, fl.id)
+	s.mu.Unlock()
+}
+
+// end closes the pair and runs Done; closing the sockets takes them out of the epoll set.
+func (s *relayShard) end(fl *relayFlow, idled bool) {
+	s.forget(fl)
+	fl.finish(idled)
+}
+
+func (fl *relayFlow) finish(idled bool) {
+	_ = fl.A.Close()
+	_ = fl.B.Close()
+	fl.Done(idled)
+}
+
+// handOver gives fl to Pipe's goroutines, with pending (the bytes read from side d that its
+// destination has not taken) to write first.
+func (s *relayShard) handOver(fl *relayFlow, d int, pending []byte) {
+	s.forget(fl)
+	for side := range 2 {
+		if !fl.ended[side] {
+			_ = s.ctl(syscall.EPOLL_CTL_DEL, fl, side)
+		}
+	}
+	ps := &pipeState{c: [2]*net.TCPConn{fl.A, fl.B}, idle: fl.Idle, ended: fl.ended}
+	ps.pending[d] = append([]byte(nil), pending...)
+	go func() {
+		idled := ps.run(fl.AB, fl.BA)
+		fl.finish(idled)
+	}()
+}
+
+// sweep ends the flows idle for their timeout and arms the next sweep while any flow has a
+// timeout.
+func (s *relayShard) sweep() {
+	now := time.Now().UnixNano()
+	var idle []*relayFlow
+	timed := false
+	s.mu.Lock()
+	for _, fl := range s.flows {
+		if fl.Idle <= 0 {
+			continue
+		}
+		if now-fl.last >= int64(fl.Idle) {
+			idle = append(idle, fl)
+		} else {
+			timed = true
+		}
+	}
+	s.swept = timed
+	if timed {
+		_ = s.ep.SetReadDeadline(time.Now().Add(pollEvery))
+	} else {
+		_ = s.ep.SetReadDeadline(time.Time{})
+	}
+	s.mu.Unlock()
+	for _, fl := range idle {
+		s.end(fl, true)
+	}
+}

@@ -1,0 +1,275 @@
+//go:build linux
+
+package sockio
+
+import (
+	"bytes"
+	"io"
+	"net"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// testRelay is shared like the L4 proxy's: a Relay's shards live as long as the process.
+var testRelay = sync.OnceValue(NewRelay)
+
+// relayed is a client ↔ relay ↔ backend chain over loopback sockets; a and b are the relay's
+// ends.
+type relayed struct {
+	client, a, b, backend *net.TCPConn
+	ab, ba                atomic.Uint64
+	done                  chan bool // Done's idled
+}
+
+func relay(t *testing.T, idle time.Duration) *relayed {
+	t.Helper()
+	return relayWith(t, idle, func(*relayed) {})
+}
+
+// relayWith lets setup adjust the sockets before the relay takes them.
+func relayWith(t *testing.T, idle time.Duration, setup func(*relayed)) *relayed {
+	t.Helper()
+	x := &relayed{done: make(chan bool, 1)}
+	x.client, x.a = ownedPair(t)
+	x.backend, x.b = ownedPair(t)
+	setup(x)
+	testRelay().Forward(RelayFlow{A: x.a, B: x.b, Idle: idle, AB: &x.ab, BA: &x.ba,
+		Done: func(idled bool) { x.done <- idled }})
+	return x
+}
+
+// ownedPair is a connected pair whose second end is left to the relay: only the peer is
+// closed when the test ends.
+func ownedPair(t *testing.T) (peer, own *net.TCPConn) {
+	t.Helper()
+	ln, err := net.ListenTCP("tcp", &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	peer, err = net.DialTCP("tcp", nil, ln.Addr().(*net.TCPAddr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = peer.Close() })
+	if own, err = ln.AcceptTCP(); err != nil {
+		t.Fatal(err)
+	}
+	return peer, own
+}
+
+func (x *relayed) wait(t *testing.T) bool {
+	t.Helper()
+	select {
+	case idled := <-x.done:
+		return idled
+	case <-time.After(10 * time.Second):
+		t.Fatal("the pair did not end")
+		return false
+	}
+}
+
+func readN(t *testing.T, c net.Conn, n int) string {
+	t.Helper()
+	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	buf := make([]byte, n)
+	if _, err := io.ReadFull(c, buf); err != nil {
+		t.Fatalf("read %d bytes: %v", n, err)
+	}
+	return string(buf)
+}
+
+func readEOF(t *testing.T, c net.Conn) {
+	t.Helper()
+	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if n, err := c.Read(make([]byte, 1)); n != 0 || err != io.EOF {
+		t.Fatalf("want EOF, got %d bytes, %v", n, err)
+	}
+}
+
+// TestRelayHalfClose: short exchanges both ways, then either side's FIN is passed on while the
+// other direction keeps flowing; the pair ends when both have ended, and every byte is counted.
+func TestRelayHalfClose(t *testing.T) {
+	for _, clientFirst := range []bool{true, false} {
+		x := relay(t, time.Minute)
+		x.client.Write([]byte("ping"))
+		if got := readN(t, x.backend, 4); got != "ping" {
+			t.Fatalf("backend got %q", got)
+		}
+		x.backend.Write([]byte("pong!"))
+		if got := readN(t, x.client, 5); got != "pong!" {
+			t.Fatalf("client got %q", got)
+		}
+		first, second := x.client, x.backend
+		if !clientFirst {
+			first, second = second, first
+		}
+		first.CloseWrite()
+		readEOF(t, second)
+		second.Write([]byte("after")) // the other direction still flows
+		if got := readN(t, first, 5); got != "after" {
+			t.Fatalf("clientFirst=%v: after the half-close got %q", clientFirst, got)
+		}
+		select {
+		case <-x.done:
+			t.Fatalf("clientFirst=%v: ended with one direction open", clientFirst)
+		default:
+		}
+		second.CloseWrite()
+		readEOF(t, first)
+		if x.wait(t) {
+			t.Fatal("reported idle")
+		}
+		wantAB, wantBA := uint64(4), uint64(5)
+		if clientFirst {
+			wantBA += 5
+		} else {
+			wantAB += 5
+		}
+		if x.ab.Load() != wantAB || x.ba.Load() != wantBA {
+			t.Fatalf("clientFirst=%v: counted %d/%d, want %d/%d", clientFirst, x.ab.Load(), x.ba.Load(), wantAB, wantBA)
+		}
+	}
+}
+
+// TestRelayHandsOverBulk: a burst larger than the buffer goes on through Pipe's goroutines
+// (splice) with nothing lost or reordered, and the half-close still passes afterwards.
+func TestRelayHandsOverBulk(t *testing.T) {
+	x := relay(t, time.Minute)
+	data := pattern(3<<20 + 7)
+	go func() {
+		x.client.Write(data)
+		x.client.CloseWrite()
+	}()
+	_ = x.backend.SetReadDeadline(time.Now().Add(20 * time.Second))
+	got, err := io.ReadAll(x.backend)
+	if err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("backend got %d bytes (%v), want the %d sent, in order", len(got), err, len(data))
+	}
+	x.backend.Write([]byte("ok"))
+	x.backend.CloseWrite()
+	if got := readN(t, x.client, 2); got != "ok" {
+		t.Fatalf("client got %q", got)
+	}
+	readEOF(t, x.client)
+	x.wait(t)
+	if x.ab.Load() != uint64(len(data)) || x.ba.Load() != 2 {
+		t.Fatalf("counted %d/%d", x.ab.Load(), x.ba.Load())
+	}
+}
+
+// TestRelaySlowReceiver: a receiver that does not read makes the relay's write fall short;
+// the bytes it did not take are handed over with the pair and arrive first, in order.
+func TestRelaySlowReceiver(t *testing.T) {
+	x := relayWith(t, time.Minute, func(x *relayed) {
+		// A small send buffer towards the client: the relay's writes fall short once the
+		// client's receive window is full. (A receive buffer below the loopback MSS would
+		// stall any TCP sender on window probes instead.)
+		x.a.SetWriteBuffer(4096)
+	})
+	data := pattern(2 << 20)
+	sent := make(chan error, 1)
+	go func() {
+		// Paced 8 KiB writes, each read whole by the relay (below its buffer), until the
+		// client's window is full; then the rest at once.
+		const paced = 1 << 20
+		for i := 0; i < paced; i += 8 << 10 {
+			if _, err := x.backend.Write(data[i : i+8<<10]); err != nil {
+				sent <- err
+				return
+			}
+			time.Sleep(time.Millisecond)
+		}
+		if _, err := x.backend.Write(data[paced:]); err != nil {
+			sent <- err
+			return
+		}
+		sent <- x.backend.CloseWrite()
+	}()
+	time.Sleep(500 * time.Millisecond) // the client reads nothing yet; the test holds either way
+	_ = x.client.SetReadDeadline(time.Now().Add(20 * time.Second))
+	got, err := io.ReadAll(x.client)
+	if err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("client got %d bytes (%v), want the %d sent, in order", len(got), err, len(data))
+	}
+	if err := <-sent; err != nil {
+		t.Fatal(err)
+	}
+	x.client.CloseWrite()
+	x.wait(t)
+	if x.ba.Load() != uint64(len(data)) {
+		t.Fatalf("counted %d of %d", x.ba.Load(), len(data))
+	}
+}
+
+// TestRelayIdle: a pair with no byte either way is closed after the idle timeout, not before,
+// and Done says so; a pair that keeps moving bytes is not.
+func TestRelayIdle(t *testing.T) {
+	const idle = 300 * time.Millisecond
+	busy := relay(t, idle)
+	quiet := relay(t, idle)
+	start := time.Now()
+	for range 8 {
+		busy.client.Write([]byte("x"))
+		readN(t, busy.backend, 1)
+		time.Sleep(idle / 4)
+	}
+	if !quiet.wait(t) {
+		t.Fatal("idle pair not reported idle")
+	}
+	if el := time.Since(start); el < idle {
+		t.Fatalf("closed after %v, before the idle timeout", el)
+	}
+	readEOF(t, quiet.client)
+	select {
+	case <-busy.done:
+		t.Fatal("busy pair closed")
+	default:
+	}
+	if !busy.wait(t) {
+		t.Fatal("busy pair, once quiet, not reported idle")
+	}
+}
+
+// TestRelayShutdownSockets: shutting both sockets down (as the L4 proxy's Shutdown does past
+// its grace period) ends a relayed pair without closing a descriptor under the relay.
+func TestRelayShutdownSockets(t *testing.T) {
+	x := relay(t, time.Minute)
+	x.client.Write([]byte("a"))
+	readN(t, x.backend, 1)
+	for _, c := range []*net.TCPConn{x.a, x.b} {
+		c.CloseRead()
+		c.CloseWrite()
+	}
+	if x.wait(t) {
+		t.Fatal("reported idle")
+	}
+	readEOF(t, x.client)
+	readEOF(t, x.backend)
+}
+
+// TestRelayIdlePairsHoldNoGoroutine: pairs waiting between bursts cost no goroutine each.
+func TestRelayIdlePairsHoldNoGoroutine(t *testing.T) {
+	testRelay()
+	before := runtime.NumGoroutine()
+	const n = 200
+	for range n {
+		x := relay(t, time.Minute)
+		x.client.Write([]byte("x"))
+		readN(t, x.backend, 1)
+	}
+	if grown := runtime.NumGoroutine() - before; grown > n/10 {
+		t.Fatalf("%d idle pairs hold %d more goroutines", n, grown)
+	}
+}
+
+func pattern(n int) []byte {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte(i*7 + i>>11)
+	}
+	return b
+}
