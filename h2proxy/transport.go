@@ -32,6 +32,7 @@ type transport struct {
 	key    transportKey // what it was built from
 	rt     http.RoundTripper
 	scheme string // of the outgoing URL: https for TLS and for h2c (http2.Transport's rule)
+	http1  bool   // HTTP/1.1: requests without a body go through httpproxy.Upstream1 instead
 	close  func()
 }
 
@@ -158,7 +159,7 @@ func newTransport(k transportKey, address string) (*transport, error) {
 		if tc != nil {
 			scheme = "https"
 		}
-		return &transport{key: k, rt: t, scheme: scheme, close: t.CloseIdleConnections}, nil
+		return &transport{key: k, rt: t, scheme: scheme, http1: true, close: t.CloseIdleConnections}, nil
 	}
 	return nil, fmt.Errorf("unknown backend protocol %q", k.protocol)
 }
