@@ -168,12 +168,7 @@ func (e *exchange) attempt1(b *upstream.Backend, u *httpproxy.Upstream1) (retry,
 		return e.failed1(b, err)
 	}
 	e.ttfb = u.TTFB()
-	h := e.w.Header()
-	for k, v := range u.Header().All() {
-		if key := headerKey(k); !hopByHop(key) {
-			h[key] = append(h[key], string(v))
-		}
-	}
+	copyHeader1(e.w.Header(), u.Header())
 	status, cl := u.Status(), int64(u.Header().ContentLength())
 	var body io.ReadCloser = http.NoBody
 	switch {
@@ -512,6 +507,35 @@ func hopByHop(k string) bool {
 func isConnectError(err error) bool {
 	var op *net.OpError
 	return errors.As(err, &op) && op.Op == "dial"
+}
+
+// copyHeader1 copies the end-to-end fields of a backend's HTTP/1.1 response header into h,
+// with two allocations for all the values: one string holding them all, one slice of them.
+func copyHeader1(h http.Header, src *fasthttp.ResponseHeader) {
+	var scratch [1024]byte
+	all, n := scratch[:0], 0
+	for k, v := range src.All() {
+		if !hopByHop(headerKey(k)) {
+			all = append(all, v...)
+			n++
+		}
+	}
+	joined, vals := string(all), make([]string, n)
+	off, i := 0, 0
+	for k, v := range src.All() {
+		key := headerKey(k)
+		if hopByHop(key) {
+			continue
+		}
+		vals[i] = joined[off : off+len(v)]
+		off += len(v)
+		if prev := h[key]; len(prev) > 0 {
+			h[key] = append(prev, vals[i])
+		} else {
+			h[key] = vals[i : i+1 : i+1]
+		}
+		i++
+	}
 }
 
 // headerKey is a backend response's header name as an http.Header key. fasthttp has put it in

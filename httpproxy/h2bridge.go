@@ -16,24 +16,25 @@ import (
 // This file lends another plane (package h2proxy) this plane's HTTP/1.1 backend machinery: a
 // backend's pooled fasthttp connections, the request written and the response read by the same
 // attempt code as an HTTP/1 request, with the same deadlines, keep-alive limits and
-// classification of failures. One request costs no goroutine and no per-request allocation
-// of its own beyond the pooled Upstream1.
+// classification of failures. A request costs no goroutine; its state is a pooled Upstream1.
 
 // Upstream1 is one HTTP/1.1 request to one backend on behalf of another plane. Get one with
-// Route.Upstream1, fill Request, call RoundTrip, read the response, then Release it. It is
-// used by one goroutine at a time, except Cancel, which may be called from any goroutine
-// until Release.
+// Route.Upstream1, fill Request, Watch the request's context, call RoundTrip, read the
+// response, then Release it. It is used by one goroutine at a time; the cancel that Watch
+// arranges may come from any goroutine.
 type Upstream1 struct {
-	a    attempt
-	req  fasthttp.Request
-	body upstreamBody
-	buf  bytes.Reader
-	stop func() bool // undoes Watch
+	a      attempt
+	req    fasthttp.Request
+	body   upstreamBody
+	buf    bytes.Reader
+	stop   func() bool // undoes Watch
+	cancel func()      // a.cancel as a func value, made once
 }
 
 var upstream1Pool = sync.Pool{New: func() any {
 	u := &Upstream1{}
 	u.a.done = make(chan *attempt, 1) // never sent on: it turns on the attempt's cancel lock
+	u.cancel = u.a.cancel
 	return u
 }}
 
@@ -79,7 +80,7 @@ func (u *Upstream1) RoundTrip() error {
 
 // Watch cancels the request when ctx ends (the client reset its stream, a deadline passed):
 // RoundTrip or a body read in progress then returns an error at once.
-func (u *Upstream1) Watch(ctx context.Context) { u.stop = context.AfterFunc(ctx, u.a.cancel) }
+func (u *Upstream1) Watch(ctx context.Context) { u.stop = context.AfterFunc(ctx, u.cancel) }
 
 // Status is the response status code.
 func (u *Upstream1) Status() int { return u.a.resp.Header.StatusCode() }
