@@ -2,16 +2,23 @@ package h2proxy_test
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"ballast/config"
+	"ballast/server"
 )
 
 // rawBackend is an HTTP/1.1 backend on a loopback port that hands each request head it reads
@@ -263,5 +270,58 @@ pools:
 	hits.Store(0)
 	if code := do("GET", "http://"+s.Addr("drop").String()+"/"); code != http.StatusBadGateway || hits.Load() != 2 {
 		t.Errorf("GET to backends that close: %d after %d hits, want 502 after 2 (retried once)", code, hits.Load())
+	}
+}
+
+// A reload that changes a pool's tls is followed by HTTP/2 streams to its HTTP/1.1 backends,
+// although the HTTP/1 plane's connections keep the tls they were first built with: after
+// the reload the backend's streams take http.Transport. Here a TLS backend answers a
+// cleartext request with 400, which shows which way the request went.
+func TestHTTP1BackendTLSFollowsReload(t *testing.T) {
+	echo := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprintf(w, "tls=%v", r.TLS != nil) })
+	addr, ca := tlsServer(t, echo)
+	file := filepath.Join(t.TempDir(), "ballast.yaml")
+	write := func(tls string) {
+		yaml := fmt.Sprintf(`
+listeners: [{name: in, address: "127.0.0.1:0", h2c: true}]
+pools: [{name: p, %s backends: [{address: %s}]}]
+`, tls, addr)
+		if err := os.WriteFile(file, []byte(yaml), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("tls: {ca: " + ca + ", server_name: localhost},")
+	cfg, err := config.Load(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := server.Start(cfg, server.Options{File: file, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		s.Shutdown(ctx)
+	})
+	url := "http://" + s.Addr("in").String() + "/"
+	get := func() (int, string) {
+		resp, err := h2c().Get(url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode, string(b)
+	}
+	if code, body := get(); code != 200 || body != "tls=true" {
+		t.Fatalf("before the reload: %d %q, want 200 tls=true", code, body)
+	}
+	write("")
+	if err := s.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	if code, _ := get(); code != http.StatusBadRequest {
+		t.Errorf("after a reload without tls: %d, want the TLS backend's 400 to a cleartext request", code)
 	}
 }
