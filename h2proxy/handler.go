@@ -512,15 +512,21 @@ func isConnectError(err error) bool {
 // copyHeader1 copies the end-to-end fields of a backend's HTTP/1.1 response header into h,
 // with two allocations for all the values: one string holding them all, one slice of them.
 func copyHeader1(h http.Header, src *fasthttp.ResponseHeader) {
-	var scratch [1024]byte
-	all, n := scratch[:0], 0
+	size, n := 0, 0
 	for k, v := range src.All() {
 		if !hopByHop(headerKey(k)) {
-			all = append(all, v...)
+			size += len(v)
 			n++
 		}
 	}
-	joined, vals := string(all), make([]string, n)
+	var all strings.Builder // no scratch array: a large frame would grow the stream's stack
+	all.Grow(size)
+	for k, v := range src.All() {
+		if !hopByHop(headerKey(k)) {
+			all.Write(v)
+		}
+	}
+	joined, vals := all.String(), make([]string, n)
 	off, i := 0, 0
 	for k, v := range src.All() {
 		key := headerKey(k)
