@@ -162,8 +162,7 @@ func (e *exchange) attempt1(b *upstream.Backend, u *httpproxy.Upstream1) (retry,
 	defer u.Release()
 	e.request1(u.Request(), b)
 	u.Watch(e.ctx)
-	err := u.RoundTrip()
-	if err != nil {
+	if err := u.RoundTrip(); err != nil {
 		e.ttfb = time.Since(e.start)
 		return e.failed1(b, err)
 	}
@@ -212,11 +211,7 @@ func (e *exchange) request1(req *fasthttp.Request, b *upstream.Backend) {
 }
 
 // failed1 is failed for attempt1.
-func (e *exchange) failed1(b *upstream.Backend, err error) (retry, done bool) {
-	var ue *httpproxy.UpstreamError
-	if !errors.As(err, &ue) {
-		panic("h2proxy: Upstream1.RoundTrip returned " + err.Error()) // it returns no other
-	}
+func (e *exchange) failed1(b *upstream.Backend, ue *httpproxy.UpstreamError) (retry, done bool) {
 	httpproxy.CountStatus(b, 0)
 	clientGone := e.r.Context().Err() != nil
 	timedOut := ue.Timeout() || (e.deadline && errors.Is(e.ctx.Err(), context.DeadlineExceeded))
@@ -227,18 +222,18 @@ func (e *exchange) failed1(b *upstream.Backend, err error) (retry, done bool) {
 		return false, true
 	case timedOut:
 		e.answer(http.StatusGatewayTimeout, grpcDeadlineExceeded, "backend timed out")
-		e.log(err)
+		e.log(ue)
 		return false, true
 	}
 	if ue.Connect() {
 		e.route.Upstream().Unreachable(b)
 	}
 	if ue.Connect() || httpproxy.Idempotent(e.r.Method) {
-		e.lastErr = err
+		e.lastErr = ue
 		return true, false
 	}
-	e.answer(http.StatusBadGateway, grpcUnavailable, "backend failed: "+err.Error())
-	e.log(err)
+	e.answer(http.StatusBadGateway, grpcUnavailable, "backend failed: "+ue.Error())
+	e.log(ue)
 	return false, true
 }
 

@@ -58,8 +58,8 @@ func (u *Upstream1) Request() *fasthttp.Request { return &u.req }
 // RoundTrip sends the request and reads the response headers. A pooled connection found
 // closed by the backend before any byte of the request reached it, or closed by it as an
 // idempotent request went out (the keep-alive race), is replaced by a new connection, at most
-// twice, as the HTTP/1 plane does; any other failure returns an *UpstreamError.
-func (u *Upstream1) RoundTrip() error {
+// twice, as the HTTP/1 plane does; any other failure is returned (nil: a response).
+func (u *Upstream1) RoundTrip() *UpstreamError {
 	a := &u.a
 	for stale := 0; ; stale++ {
 		a.mu.Lock() // a Cancel that came before a fresh try still holds
@@ -185,10 +185,6 @@ func (e *UpstreamError) Unwrap() error { return e.err }
 
 // Connect reports a backend that could not be reached: it never received the request.
 func (e *UpstreamError) Connect() bool { return e.class == errConnect }
-
-// NotSent reports a failure before any byte of the request reached the backend (a failed
-// connect, or a pooled connection found closed): any request may go to another backend.
-func (e *UpstreamError) NotSent() bool { return e.class == errConnect || e.class == errStale }
 
 // Timeout reports no response headers within timeouts.response.
 func (e *UpstreamError) Timeout() bool { return e.class == errTimeout }
