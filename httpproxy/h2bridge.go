@@ -62,7 +62,7 @@ func (u *Upstream1) Request() *fasthttp.Request { return &u.req }
 func (u *Upstream1) RoundTrip() *UpstreamError {
 	a := &u.a
 	for stale := 0; ; stale++ {
-		a.mu.Lock() // a Cancel that came before a fresh try still holds
+		a.mu.Lock() // a cancel (Watch) that came before a fresh try still holds
 		cancelled := a.cancelled
 		a.reset(a.ps, a.b, &u.req)
 		a.cancelled = cancelled
