@@ -14,10 +14,18 @@
 //   - The balancer picks per stream: each stream is one Acquire/Release on the pool, counts
 //     in flight from dispatch until its response body is done, and waits in the backlog
 //     queue (max_conns, max_queue) like an HTTP/1 request.
-//   - Backends are reached per pool protocol: http1 (http.Transport, TLS when the pool has
-//     tls), h2 (http2.Transport over TLS with ALPN h2) or h2c (http2.Transport, prior
-//     knowledge). Each backend has its own transport, attached in this plane's upstream slot
-//     and rebuilt when a reload changes the pool's protocol or tls.
+//   - Backends are reached per pool protocol: http1, h2 (http2.Transport over TLS with ALPN h2)
+//     or h2c (http2.Transport, prior knowledge). For http1, a stream without a request body
+//     (nor a grpc-timeout) goes through the HTTP/1 plane's keep-alive connections to the
+//     backend (httpproxy.Upstream1: fasthttp, no goroutine per request, keepalive.max_idle and
+//     max_requests apply); one with a body goes through http.Transport (TLS when the pool has
+//     tls), which streams it full duplex. Each backend has its own transport, attached in this
+//     plane's upstream slot and rebuilt when a reload changes the pool's protocol or tls; a
+//     backend whose tls a reload changed leaves the HTTP/1 plane's connections, which keep the
+//     tls they were built with, for http.Transport.
+//   - Client connections: the writes of the frames that become ready together are gathered
+//     into one system call (batchConn; x/net/http2 would flush about twice per response), and
+//     cleartext reads are buffered (x/net reads each frame as two exact reads).
 //   - Bodies stream both ways, full duplex, each response write flushed; trailers pass both
 //     ways. A client reset cancels the backend stream; a backend reset after the headers
 //     resets the client stream (for gRPC: ends it with grpc-status 14 instead).

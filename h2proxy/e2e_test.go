@@ -113,6 +113,10 @@ pools: [{name: p, protocol: h2c, backends: [{address: %s}]}]
 // The balancer picks per stream: requests multiplexed on one client connection spread over
 // the backends, and max_conns limits streams, not connections.
 func TestPerStreamBalancingAndLimits(t *testing.T) {
+	bothBackendProtocols(t, testPerStreamBalancingAndLimits)
+}
+
+func testPerStreamBalancingAndLimits(t *testing.T, protocol string) {
 	var hits [2]atomic.Int64
 	release := make(chan struct{})
 	var blocked atomic.Int64
@@ -129,8 +133,8 @@ func TestPerStreamBalancingAndLimits(t *testing.T) {
 	a, b := mk(0), mk(1)
 	s := start(t, fmt.Sprintf(`
 listeners: [{name: in, address: "127.0.0.1:0", h2c: true}]
-pools: [{name: p, protocol: h2c, max_conns: 1, backends: [{address: %s}, {address: %s}]}]
-`, a, b))
+pools: [{name: p, protocol: %s, max_conns: 1, backends: [{address: %s}, {address: %s}]}]
+`, protocol, a, b))
 	c := h2c()
 	base := "http://" + s.Addr("in").String()
 	for range 10 {
@@ -169,10 +173,9 @@ pools: [{name: p, protocol: h2c, max_conns: 1, backends: [{address: %s}, {addres
 
 // An idempotent request that cannot connect goes to another backend; a POST whose body the
 // backend read and then reset is not replayed (502, one backend hit).
-func TestRetries(t *testing.T) {
-	dead, _ := net.Listen("tcp", "127.0.0.1:0")
-	deadAddr := dead.Addr().String()
-	dead.Close()
+func TestRetries(t *testing.T) { bothBackendProtocols(t, testRetries) }
+
+func testRetries(t *testing.T, protocol string) {
 	var posts atomic.Int64
 	live := h2cServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == "POST" {
@@ -182,10 +185,13 @@ func TestRetries(t *testing.T) {
 		}
 		fmt.Fprint(w, "live")
 	}))
+	dead, _ := net.Listen("tcp", "127.0.0.1:0") // after live's: never its port
+	deadAddr := dead.Addr().String()
+	dead.Close()
 	s := start(t, fmt.Sprintf(`
 listeners: [{name: in, address: "127.0.0.1:0", h2c: true}]
-pools: [{name: p, protocol: h2c, retries: {attempts: 2}, backends: [{address: %s}, {address: %s}]}]
-`, deadAddr, live))
+pools: [{name: p, protocol: %s, retries: {attempts: 2}, backends: [{address: %s}, {address: %s}]}]
+`, protocol, deadAddr, live))
 	base := "http://" + s.Addr("in").String()
 	for i := range 4 {
 		resp, err := h2c().Get(base + "/")
@@ -211,7 +217,9 @@ pools: [{name: p, protocol: h2c, retries: {attempts: 2}, backends: [{address: %s
 
 // A client that cancels a stream cancels the backend's; a backend that resets mid-body resets
 // the client's stream.
-func TestCancellationBothWays(t *testing.T) {
+func TestCancellationBothWays(t *testing.T) { bothBackendProtocols(t, testCancellationBothWays) }
+
+func testCancellationBothWays(t *testing.T, protocol string) {
 	backendSawCancel := make(chan struct{})
 	started := make(chan struct{})
 	backend := h2cServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -231,8 +239,8 @@ func TestCancellationBothWays(t *testing.T) {
 	}))
 	s := start(t, fmt.Sprintf(`
 listeners: [{name: in, address: "127.0.0.1:0", h2c: true}]
-pools: [{name: p, protocol: h2c, backends: [{address: %s}]}]
-`, backend))
+pools: [{name: p, protocol: %s, backends: [{address: %s}]}]
+`, protocol, backend))
 	base := "http://" + s.Addr("in").String()
 	ctx, cancel := context.WithCancel(context.Background())
 	req, _ := http.NewRequestWithContext(ctx, "GET", base+"/hang", nil)
@@ -296,16 +304,18 @@ pools: [{name: p, protocol: h2c, hedge: {delay: 50ms}, backends: [{address: %s},
 
 // HTTP/2 streams count in the same metrics as HTTP/1 requests: responses by class per backend
 // and retries per pool, read from the admin listener's /metrics.
-func TestMetricsCountBothPlanes(t *testing.T) {
-	dead, _ := net.Listen("tcp", "127.0.0.1:0")
+func TestMetricsCountBothPlanes(t *testing.T) { bothBackendProtocols(t, testMetricsCountBothPlanes) }
+
+func testMetricsCountBothPlanes(t *testing.T, protocol string) {
+	live := h2cServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "ok") }))
+	dead, _ := net.Listen("tcp", "127.0.0.1:0") // after live's: never its port
 	deadAddr := dead.Addr().String()
 	dead.Close()
-	live := h2cServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "ok") }))
 	s := start(t, fmt.Sprintf(`
 listeners: [{name: in, address: "127.0.0.1:0", h2c: true}]
 admin: {address: "127.0.0.1:0"}
-pools: [{name: p, protocol: h2c, backends: [{address: %s, name: live}, {address: %s, name: dead}]}]
-`, live, deadAddr))
+pools: [{name: p, protocol: %s, backends: [{address: %s, name: live}, {address: %s, name: dead}]}]
+`, protocol, live, deadAddr))
 	base := "http://" + s.Addr("in").String() + "/"
 	for _, c := range []*http.Client{h2c(), {Timeout: 10 * time.Second}} { // HTTP/2, then HTTP/1.1
 		for range 3 {
@@ -346,14 +356,16 @@ func grep(s, sub string) string {
 }
 
 // HTTP/2 streams are written to the access log with the HTTP/1 plane's keys, plus proto.
-func TestAccessLog(t *testing.T) {
+func TestAccessLog(t *testing.T) { bothBackendProtocols(t, testAccessLog) }
+
+func testAccessLog(t *testing.T, protocol string) {
 	backend := h2cServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(201) }))
 	file := filepath.Join(t.TempDir(), "b.yaml")
 	os.WriteFile(file, []byte(fmt.Sprintf(`
 listeners: [{name: in, address: "127.0.0.1:0", h2c: true}]
 logging: {access: true}
-pools: [{name: p, protocol: h2c, backends: [{address: %s, name: b1}]}]
-`, backend)), 0o600)
+pools: [{name: p, protocol: %s, backends: [{address: %s, name: b1}]}]
+`, protocol, backend)), 0o600)
 	cfg, err := config.Load(file)
 	if err != nil {
 		t.Fatal(err)
@@ -397,3 +409,11 @@ pools: [{name: p, protocol: h2c, backends: [{address: %s, name: b1}]}]
 type writerFunc func([]byte) (int, error)
 
 func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+// bothBackendProtocols runs test once with h2c backends and once with HTTP/1.1 ones (which go
+// through the HTTP/1 plane's connection pools, see httpproxy.Upstream1): the rules are the same.
+func bothBackendProtocols(t *testing.T, test func(t *testing.T, protocol string)) {
+	for _, protocol := range []string{"h2c", "http1"} {
+		t.Run(protocol, func(t *testing.T) { test(t, protocol) })
+	}
+}

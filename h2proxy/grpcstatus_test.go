@@ -14,9 +14,6 @@ import (
 // status, never as an HTTP error page: no backend → 14, no route → 12, the client's
 // grpc-timeout passing → 4 (and the backend's stream is cancelled).
 func TestGRPCFailureStatuses(t *testing.T) {
-	dead, _ := net.Listen("tcp", "127.0.0.1:0")
-	deadAddr := dead.Addr().String()
-	dead.Close()
 	cancelled := make(chan struct{}, 1)
 	slow := h2cServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		select {
@@ -25,6 +22,9 @@ func TestGRPCFailureStatuses(t *testing.T) {
 		case <-time.After(5 * time.Second):
 		}
 	}))
+	dead, _ := net.Listen("tcp", "127.0.0.1:0") // after slow's: never its port
+	deadAddr := dead.Addr().String()
+	dead.Close()
 	s := start(t, fmt.Sprintf(`
 listeners: [{name: in, address: "127.0.0.1:0", h2c: true}]
 pools:

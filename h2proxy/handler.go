@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/valyala/fasthttp"
+
 	"ballast/balance"
 	"ballast/httpproxy"
 	"ballast/upstream"
@@ -127,6 +129,11 @@ func (e *exchange) attempt(b *upstream.Backend, body *replayBody) (retry, done b
 		e.answer(http.StatusBadGateway, grpcUnavailable, "backend transport not available")
 		return false, true
 	}
+	if t.http1 && body.r == nil && !e.deadline {
+		if u := e.route.Upstream1(b); u != nil {
+			return e.attempt1(b, u)
+		}
+	}
 	actx, cancel := context.WithCancelCause(e.ctx)
 	defer cancel(nil)
 	var timer *time.Timer
@@ -144,6 +151,89 @@ func (e *exchange) attempt(b *upstream.Backend, body *replayBody) (retry, done b
 		return e.failed(b, err, actx, body)
 	}
 	e.deliver(b, resp)
+	return false, true
+}
+
+// attempt1 is attempt for a request without a body to an HTTP/1.1 backend: it goes through
+// the HTTP/1 plane's pooled backend connections (httpproxy.Upstream1), which costs neither
+// goroutines nor the per-request state of http.Transport. Its read deadline is
+// timeouts.response, so a request with a grpc-timeout of its own takes the other path.
+func (e *exchange) attempt1(b *upstream.Backend, u *httpproxy.Upstream1) (retry, done bool) {
+	defer u.Release()
+	e.request1(u.Request(), b)
+	u.Watch(e.ctx)
+	if err := u.RoundTrip(); err != nil {
+		e.ttfb = time.Since(e.start)
+		return e.failed1(b, err)
+	}
+	e.ttfb = u.TTFB()
+	copyHeader1(e.w.Header(), u.Header())
+	status, cl := u.Status(), int64(u.Header().ContentLength())
+	var body io.ReadCloser = http.NoBody
+	switch {
+	case e.r.Method == http.MethodHead || status < 200 || status == http.StatusNoContent || status == http.StatusNotModified:
+		cl = 0 // no body (RFC 9112 §6.3)
+	default:
+		body = u.Body()
+		cl = max(cl, -1)
+	}
+	e.relay(b, status, cl, body, nil)
+	return false, true
+}
+
+// request1 fills the HTTP/1.1 request to b like outgoing fills an http.Request: the same
+// method, target (as http.Transport would write it), Host and header fields.
+func (e *exchange) request1(req *fasthttp.Request, b *upstream.Backend) {
+	r := e.r
+	h := &req.Header
+	h.SetMethod(r.Method)
+	h.SetRequestURI(r.URL.RequestURI())
+	host := r.Host
+	if host == "" {
+		host = b.Address
+	}
+	h.SetHost(host)
+	for k, vv := range r.Header {
+		switch {
+		case hopByHop(k):
+			if k == "Te" && len(vv) == 1 && strings.EqualFold(vv[0], "trailers") {
+				h.Add(k, vv[0])
+			}
+			continue
+		case k == "X-Forwarded-For" || k == "X-Forwarded-Proto" || k == "X-Forwarded-Host":
+			continue
+		}
+		for _, v := range vv {
+			h.Add(k, v)
+		}
+	}
+	e.forwarded(func(k, v string) { h.Set(k, v) })
+}
+
+// failed1 is failed for attempt1.
+func (e *exchange) failed1(b *upstream.Backend, ue *httpproxy.UpstreamError) (retry, done bool) {
+	httpproxy.CountStatus(b, 0)
+	clientGone := e.r.Context().Err() != nil
+	timedOut := ue.Timeout() || (e.deadline && errors.Is(e.ctx.Err(), context.DeadlineExceeded))
+	e.route.Upstream().Release(b, time.Since(e.start), !clientGone && ue.Failure())
+	switch {
+	case clientGone:
+		e.cs.clientReset()
+		return false, true
+	case timedOut:
+		e.answer(http.StatusGatewayTimeout, grpcDeadlineExceeded, "backend timed out")
+		e.log(ue)
+		return false, true
+	}
+	if ue.Connect() {
+		e.route.Upstream().Unreachable(b)
+	}
+	if ue.Connect() || httpproxy.Idempotent(e.r.Method) {
+		e.lastErr = ue
+		return true, false
+	}
+	e.answer(http.StatusBadGateway, grpcUnavailable, "backend failed: "+ue.Error())
+	e.log(ue)
 	return false, true
 }
 
@@ -203,17 +293,7 @@ func (e *exchange) outgoing(ctx context.Context, b *upstream.Backend, t *transpo
 		}
 		out.Header[k] = vv
 	}
-	client := e.cs.client.String()
-	if prior := r.Header["X-Forwarded-For"]; len(prior) > 0 {
-		client = strings.Join(prior, ", ") + ", " + client
-	}
-	out.Header["X-Forwarded-For"] = []string{client}
-	proto := "http"
-	if e.cs.tls {
-		proto = "https"
-	}
-	out.Header["X-Forwarded-Proto"] = []string{proto}
-	out.Header["X-Forwarded-Host"] = []string{r.Host}
+	e.forwarded(func(k, v string) { out.Header[k] = []string{v} })
 	out.Close = false
 	if body.r != nil {
 		out.Body = body
@@ -226,22 +306,47 @@ func (e *exchange) outgoing(ctx context.Context, b *upstream.Backend, t *transpo
 	return out
 }
 
+// forwarded sets the forwarding headers of the backend request through set: X-Forwarded-For
+// (the client appended to what it sent), X-Forwarded-Proto and X-Forwarded-Host.
+func (e *exchange) forwarded(set func(k, v string)) {
+	r := e.r
+	client := e.cs.clientIP
+	if prior := r.Header["X-Forwarded-For"]; len(prior) > 0 {
+		client = strings.Join(prior, ", ") + ", " + client
+	}
+	set("X-Forwarded-For", client)
+	proto := "http"
+	if e.cs.tls {
+		proto = "https"
+	}
+	set("X-Forwarded-Proto", proto)
+	set("X-Forwarded-Host", r.Host)
+}
+
 // deliver relays the response: headers, the body flushed as it comes, then trailers. The
 // backend's slot is released when the body is done.
 func (e *exchange) deliver(b *upstream.Backend, resp *http.Response) {
-	w := e.w
-	h := w.Header()
+	h := e.w.Header()
 	for k, vv := range resp.Header {
 		if !hopByHop(k) {
 			h[k] = vv
 		}
 	}
+	e.relay(b, resp.StatusCode, resp.ContentLength, resp.Body, &resp.Trailer) // filled at the body's end
+}
+
+// relay sends the response whose header fields are already in e.w.Header(): the status, the
+// body (of length cl, -1 when unknown) flushed as it comes, then the trailers that *trailer
+// holds once the body is read (nil: none). The backend's slot is released when the body is done.
+func (e *exchange) relay(b *upstream.Backend, status int, cl int64, body io.ReadCloser, trailer *http.Header) {
+	w := e.w
+	h := w.Header()
 	if e.st.routes.ExposeBackend(e.cs.listener) {
 		h.Set("X-Ballast-Backend", b.ID)
 	}
-	e.status = resp.StatusCode
-	w.WriteHeader(resp.StatusCode)
-	if resp.ContentLength < 0 && resp.Body != http.NoBody {
+	e.status = status
+	w.WriteHeader(status)
+	if cl < 0 && body != http.NoBody {
 		// A body of unknown length may come slowly (a stream): the client gets the headers
 		// now. A trailers-only answer (no body) must not flush, or it would stop being one.
 		if fl, ok := w.(http.Flusher); ok {
@@ -250,10 +355,10 @@ func (e *exchange) deliver(b *upstream.Backend, resp *http.Response) {
 	}
 	// A body of known length is written as it comes and flushed once, when the handler
 	// returns (headers and data in one write); streams are flushed at every read.
-	broken := copyBody(w, resp.Body, e.grpc || resp.ContentLength < 0)
-	_ = resp.Body.Close()
-	failure := broken != nil || (e.route.Include5xx() && resp.StatusCode >= 500)
-	code := resp.StatusCode
+	broken := copyBody(w, body, e.grpc || cl < 0)
+	_ = body.Close()
+	failure := broken != nil || (e.route.Include5xx() && status >= 500)
+	code := status
 	if broken != nil {
 		code = 0
 	}
@@ -278,7 +383,10 @@ func (e *exchange) deliver(b *upstream.Backend, resp *http.Response) {
 		}
 		panic(http.ErrAbortHandler) // resets the client stream: the body is incomplete
 	}
-	for k, vv := range resp.Trailer {
+	if trailer == nil {
+		return
+	}
+	for k, vv := range *trailer {
 		h[http.TrailerPrefix+k] = vv
 	}
 }
@@ -394,4 +502,69 @@ func hopByHop(k string) bool {
 func isConnectError(err error) bool {
 	var op *net.OpError
 	return errors.As(err, &op) && op.Op == "dial"
+}
+
+// copyHeader1 copies the end-to-end fields of a backend's HTTP/1.1 response header into h,
+// with two allocations for all the values: one string holding them all, one slice of them.
+func copyHeader1(h http.Header, src *fasthttp.ResponseHeader) {
+	size, n := 0, 0
+	for k, v := range src.All() {
+		if !hopByHop(headerKey(k)) {
+			size += len(v)
+			n++
+		}
+	}
+	var all strings.Builder // no scratch array: a large frame would grow the stream's stack
+	all.Grow(size)
+	for k, v := range src.All() {
+		if !hopByHop(headerKey(k)) {
+			all.Write(v)
+		}
+	}
+	joined, vals := all.String(), make([]string, n)
+	off, i := 0, 0
+	for k, v := range src.All() {
+		key := headerKey(k)
+		if hopByHop(key) {
+			continue
+		}
+		vals[i] = joined[off : off+len(v)]
+		off += len(v)
+		if prev := h[key]; len(prev) > 0 {
+			h[key] = append(prev, vals[i])
+		} else {
+			h[key] = vals[i : i+1 : i+1]
+		}
+		i++
+	}
+}
+
+// headerKey is a backend response's header name as an http.Header key. fasthttp has put it in
+// canonical form already; the common names come from constants, not a new string each.
+func headerKey(k []byte) string {
+	switch string(k) {
+	case "Content-Length":
+		return "Content-Length"
+	case "Content-Type":
+		return "Content-Type"
+	case "Server":
+		return "Server"
+	case "Date":
+		return "Date"
+	case "Last-Modified":
+		return "Last-Modified"
+	case "Etag":
+		return "Etag"
+	case "Accept-Ranges":
+		return "Accept-Ranges"
+	case "Cache-Control":
+		return "Cache-Control"
+	case "Connection":
+		return "Connection"
+	case "Vary":
+		return "Vary"
+	case "Set-Cookie":
+		return "Set-Cookie"
+	}
+	return string(k)
 }

@@ -3,10 +3,12 @@
 package h2proxy
 
 import (
+	"bufio"
 	"context"
 	cryptotls "crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"log"
 	"log/slog"
 	"net"
@@ -143,12 +145,17 @@ func (p *Proxy) ServeConn(listener string, c net.Conn, tls bool) {
 		return
 	}
 	defer p.conns.Done()
-	wc := &watchConn{Conn: c}
+	wc := &watchConn{Conn: c, r: c}
+	if _, ok := c.(*cryptotls.Conn); !ok {
+		// x/net/http2 reads each frame as two exact reads (header, payload): without a buffer
+		// that is two system calls per frame. crypto/tls buffers whole records already.
+		wc.r = bufio.NewReaderSize(c, clientReadBuffer)
+	}
 	cs := &connState{proxy: p, listener: listener, conn: wc, tls: tls, client: addrOf(c.RemoteAddr())}
-	cs.clientStr = c.RemoteAddr().String()
-	var served net.Conn = wc
+	cs.clientStr, cs.clientIP = c.RemoteAddr().String(), cs.client.String()
+	var served net.Conn = newBatchConn(wc)
 	if tc, ok := c.(*cryptotls.Conn); ok {
-		served = watchTLSConn{wc, tc} // x/net checks the TLS version and cipher of h2 (RFC 9113 §9.2)
+		served = tlsStateConn{served, tc} // x/net checks the TLS version and cipher of h2 (RFC 9113 §9.2)
 	}
 	srv.h2s.ServeConn(served, &http2.ServeConnOpts{BaseConfig: srv.hs, Handler: cs})
 }
@@ -179,6 +186,7 @@ type connState struct {
 	conn      *watchConn
 	tls       bool
 	client    netip.Addr
+	clientIP  string // client, for X-Forwarded-For
 	clientStr string
 
 	resetSec atomic.Int64 // the unix second resets counts
@@ -206,24 +214,29 @@ func (cs *connState) clientReset() {
 // streams cancelled by a connection's end are not counted as resets.
 type watchConn struct {
 	net.Conn
+	r    io.Reader // Conn, or a buffer in front of it
 	gone atomic.Bool
 }
 
+// clientReadBuffer is the read buffer of a cleartext client connection: room for the frames
+// of many requests, read with one system call.
+const clientReadBuffer = 4 << 10
+
 func (c *watchConn) Read(p []byte) (int, error) {
-	n, err := c.Conn.Read(p)
+	n, err := c.r.Read(p)
 	if err != nil {
 		c.gone.Store(true)
 	}
 	return n, err
 }
 
-// watchTLSConn is a watchConn over TLS that still shows its TLS state to x/net/http2.
-type watchTLSConn struct {
-	*watchConn
+// tlsStateConn is a wrapped TLS connection that still shows its TLS state to x/net/http2.
+type tlsStateConn struct {
+	net.Conn
 	tc *cryptotls.Conn
 }
 
-func (c watchTLSConn) ConnectionState() cryptotls.ConnectionState { return c.tc.ConnectionState() }
+func (c tlsStateConn) ConnectionState() cryptotls.ConnectionState { return c.tc.ConnectionState() }
 
 func addrOf(a net.Addr) netip.Addr {
 	if t, ok := a.(*net.TCPAddr); ok {

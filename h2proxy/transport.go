@@ -25,6 +25,15 @@ var backendSlot = upstream.NewSlot()
 // a reload changes how the pool reaches its backends.
 type backendState struct {
 	t atomic.Pointer[transport]
+	// tls1 is the pool's tls when the backend was first attached: the HTTP/1 plane's
+	// connections to it keep that (see httpproxy.Upstream1). After a reload that changes it,
+	// all of the backend's requests take http.Transport, which follows.
+	tls1 tlsKey
+}
+
+type tlsKey struct {
+	tls    config.BackendTLS
+	hasTLS bool
 }
 
 // transport is one way to reach one backend.
@@ -32,7 +41,10 @@ type transport struct {
 	key    transportKey // what it was built from
 	rt     http.RoundTripper
 	scheme string // of the outgoing URL: https for TLS and for h2c (http2.Transport's rule)
-	close  func()
+	// http1: requests without a body go through httpproxy.Upstream1 (the HTTP/1 plane's
+	// connections to the backend, with the same tls) instead of rt.
+	http1 bool
+	close func()
 }
 
 // transportKey is what a backend's transport depends on; a reload that changes it rebuilds it.
@@ -65,7 +77,7 @@ func attachTransports(pc *config.Pool, pool *upstream.Pool) error {
 		}
 	}
 	pool.Attach(backendSlot, func(b *upstream.Backend) any {
-		s := &backendState{}
+		s := &backendState{tls1: tlsKey{key.tls, key.hasTLS}}
 		t, err := newTransport(key, b.Address)
 		if err == nil {
 			s.t.Store(t)
@@ -82,6 +94,7 @@ func attachTransports(pc *config.Pool, pool *upstream.Pool) error {
 			if err != nil {
 				return err
 			}
+			t.http1 = t.http1 && s.tls1 == (tlsKey{key.tls, key.hasTLS})
 			s.t.Store(t)
 			if old != nil {
 				old.close()
@@ -158,7 +171,7 @@ func newTransport(k transportKey, address string) (*transport, error) {
 		if tc != nil {
 			scheme = "https"
 		}
-		return &transport{key: k, rt: t, scheme: scheme, close: t.CloseIdleConnections}, nil
+		return &transport{key: k, rt: t, scheme: scheme, http1: true, close: t.CloseIdleConnections}, nil
 	}
 	return nil, fmt.Errorf("unknown backend protocol %q", k.protocol)
 }

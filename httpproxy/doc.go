@@ -97,6 +97,10 @@
 //     and the per-client connection counts are sharded or taken on accept only; no policy
 //     takes a global lock per request. The access log (accesslog.go) is written apart from
 //     the error log, one write per line, and reopened by ReopenAccessLog (SIGUSR1).
+//   - For another plane (package h2proxy): shared.go exports the route table, retry budgets,
+//     counters and the access-log line; h2bridge.go lends a backend's HostClient connections
+//     (Upstream1: one bodyless HTTP/1.1 request through the same attempt code, deadlines,
+//     fresh-connection retries and failure classes), changing nothing of this plane's path.
 //
 // Concurrency: all methods of Proxy are safe for concurrent use. The request path loads one
 // immutable route table through an atomic pointer and takes no lock of its own (hedged
