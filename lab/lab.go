@@ -281,14 +281,19 @@ func runBallast(ctx context.Context, o Options, spec PoolSpec, loads []loadgen.O
 	return res, cpus, nil
 }
 
-// runMeasured starts Ballast for spec, applies one load, and stops it; it returns the CPU
-// time of Ballast and of each meter during the load.
-func runMeasured(ctx context.Context, o Options, spec PoolSpec, load loadgen.Options, meters ...cpuMeter) (*loadgen.Result, []time.Duration, error) {
+// runMeasured starts Ballast for spec, applies warm (unless it has no requests) and then
+// load, and stops it; it returns the CPU time of Ballast and of each meter during load.
+func runMeasured(ctx context.Context, o Options, spec PoolSpec, warm, load loadgen.Options, meters ...cpuMeter) (*loadgen.Result, []time.Duration, error) {
 	p, err := StartBallast(ctx, o.Ballast, spec, 60*time.Second)
 	if err != nil {
 		return nil, nil, err
 	}
 	defer p.Close()
+	if warm.N > 0 {
+		if _, _, err := measure(ctx, o, p, warm); err != nil {
+			return nil, nil, err
+		}
+	}
 	return measureCPU(ctx, o, p, load, append([]cpuMeter{p.CPU}, meters...)...)
 }
 

@@ -155,7 +155,11 @@ func runManyBackends(ctx context.Context, o Options, r *Report) error {
 		for _, alg := range algs {
 			spec := PoolSpec{Balancer: alg, Backends: fleet.targets, HashURI: alg == "maglev"}
 			load := loadgen.Options{C: 64, Duration: dur, KeepAlive: true, URLSuffixes: suffixes}
-			res, cpus, err := runMeasured(ctx, o, spec, load, fleet.cpu, labCPU)
+			// The warm-up opens the backend connections (a few per backend), so that the row
+			// measures forwarding over them and not 2000 connection set-ups.
+			warm := load
+			warm.Duration, warm.N = 0, int64(4*v.n+1000)
+			res, cpus, err := runMeasured(ctx, o, spec, warm, load, fleet.cpu, labCPU)
 			if err != nil {
 				fleet.close()
 				return fmt.Errorf("%s with %d backends: %w", alg, v.n, err)
@@ -199,7 +203,7 @@ func runManyBackends(ctx context.Context, o Options, r *Report) error {
 		fleet.close()
 	}
 	r.Notes = append(r.Notes,
-		fmt.Sprintf("keep-alive -c 64 for %v per row; backends answer at once (ballast backend --ports, %d per process); weighted = weights 101..105 repeating", dur, portChunk),
+		fmt.Sprintf("keep-alive -c 64 for %v per row, after 4n+1000 requests that open the backend connections; backends answer at once (ballast backend --ports, %d per process); weighted = weights 101..105 repeating", dur, portChunk),
 		fmt.Sprintf("pools over %d backends report their split per block of consecutive ports", portBlocks),
 		"the model predicts nothing here: throughput is bounded by the proxy's CPU, which the model does not simulate",
 		"cpu/req = Ballast's utime+stime per request (and its share of the same algorithm's at the smallest n); backends = the fleet processes', lab = the lab process's (the load generator): all share the same cores, so a throughput loss with Ballast's CPU per request unchanged comes from the others",
