@@ -201,7 +201,7 @@ func (a *attempt) roundTrip(hedged bool) bool {
 		a.closeConn()
 		return a.fail(errClosed, err)
 	}
-	bw := a.hc.AcquireWriter(conn)
+	bw := acquireWriter(conn)
 	var sending chan error
 	switch {
 	case a.upload != nil:
@@ -218,20 +218,20 @@ func (a *attempt) roundTrip(hedged bool) bool {
 		}
 	}
 	if sending == nil {
-		a.hc.ReleaseWriter(bw)
+		releaseWriter(bw)
 		a.wrote = dc == nil || dc.sent > 0 // without the count, assume the worst
 		if err != nil {
 			a.closeConn()
 			return a.classify(err, reused)
 		}
 	}
-	br := a.hc.AcquireReader(conn)
+	br := acquireReader(conn)
 	out := a.out
 	out.Header.SetNoDefaultContentType(true)
 	err = readResponseHeader(&out.Header, br)
 	if sending != nil {
 		werr, cut := a.upload.join(sending)
-		a.hc.ReleaseWriter(bw)
+		releaseWriter(bw)
 		a.wrote = dc == nil || dc.sent > 0
 		if err == nil && (cut || werr != nil) {
 			// An early answer: the request was not sent whole, so the connection cannot
@@ -243,7 +243,7 @@ func (a *attempt) roundTrip(hedged bool) bool {
 		}
 	}
 	if err != nil {
-		a.hc.ReleaseReader(br)
+		releaseReader(br)
 		a.closeConn()
 		return a.classify(err, reused)
 	}
@@ -260,7 +260,7 @@ func (a *attempt) roundTrip(hedged bool) bool {
 		// long polling).
 		out.StreamBody = false
 		if err = out.ReadBody(br, 0); err != nil {
-			a.hc.ReleaseReader(br)
+			releaseReader(br)
 			a.closeConn()
 			return a.fail(errBadGateway, err)
 		}
@@ -270,14 +270,14 @@ func (a *attempt) roundTrip(hedged bool) bool {
 		}
 		a.resp.StreamBody = true
 		if err = a.resp.ReadBody(br, 0); err != nil {
-			a.hc.ReleaseReader(br)
+			releaseReader(br)
 			a.closeConn()
 			return a.fail(errBadGateway, err)
 		}
 		a.br = br
 		return true
 	}
-	a.hc.ReleaseReader(br)
+	releaseReader(br)
 	if out.Header.ConnectionClose() {
 		a.closeConn()
 	} else {
@@ -358,7 +358,7 @@ func isTimeout(err error) bool {
 func (a *attempt) finishBody(complete bool) {
 	_ = a.resp.CloseBodyStream()
 	if a.br != nil {
-		a.hc.ReleaseReader(a.br)
+		releaseReader(a.br)
 		a.br = nil
 	}
 	// A body delimited by the connection's end (no length, not chunked) leaves nothing to reuse.

@@ -1,8 +1,10 @@
 package httpproxy
 
 import (
+	"bufio"
 	"math"
 	"net"
+	"sync"
 	"time"
 
 	"github.com/valyala/fasthttp"
@@ -61,6 +63,41 @@ func newHostClient(pc *config.Pool, b *upstream.Backend) *fasthttp.HostClient {
 		StreamResponseBody:        true,
 		ConnPoolStrategy:          fasthttp.LIFO,
 	}
+}
+
+// The buffered readers and writers of backend connections are shared by all backends, taken
+// for one exchange and put back: fasthttp's HostClient keeps a pool per backend, which with
+// thousands of backends holds two 16 KiB buffers for each (refilled after every collection),
+// and hands out a buffer last touched that backend's previous request ago, out of the cache.
+var (
+	backendReaders = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, backendBufferSize) }}
+	backendWriters = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, backendBufferSize) }}
+)
+
+// acquireReader returns a shared buffered reader reading conn.
+func acquireReader(conn net.Conn) *bufio.Reader {
+	br := backendReaders.Get().(*bufio.Reader)
+	br.Reset(conn)
+	return br
+}
+
+// releaseReader puts br back, dropping what it still buffers and its connection.
+func releaseReader(br *bufio.Reader) {
+	br.Reset(nil)
+	backendReaders.Put(br)
+}
+
+// acquireWriter returns a shared buffered writer writing to conn.
+func acquireWriter(conn net.Conn) *bufio.Writer {
+	bw := backendWriters.Get().(*bufio.Writer)
+	bw.Reset(conn)
+	return bw
+}
+
+// releaseWriter puts bw back, dropping anything it did not flush and its connection.
+func releaseWriter(bw *bufio.Writer) {
+	bw.Reset(nil)
+	backendWriters.Put(bw)
 }
 
 // neverRetry keeps fasthttp from re-sending a request on its own: whether a request may be

@@ -18,7 +18,11 @@
 //
 // Each row also keeps, outside the JSON, the proxy's CPU time per request (utime + stime of the
 // proxy's process tree from /proc, read before and after the load) and the raw counts; WriteFiles
-// stores them in details.json beside results.json and the SVG charts.
+// stores them in details.json beside results.json and the SVG charts. many-backends and
+// backend-count also keep the CPU per request of what shares the cores with Ballast, read the
+// same way: the backend processes' and the lab process's own (the load generator, and backends
+// served in-process), and Ballast's CPU per request relative to the same algorithm's with 2
+// backends, so that a throughput loss can be told apart from a growth of Ballast's own cost.
 //
 // The peers scenario runs HAProxy, nginx and Caddy when their binaries are on PATH and lists the
 // ones it skipped in Report.Notes.

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"syscall"
 	"time"
 
 	"ballast/lab/backend"
@@ -147,22 +148,35 @@ func loadAvg() string {
 // measure runs one load against p and returns the load generator's figures and the proxy's
 // CPU time during it.
 func measure(ctx context.Context, o Options, p Proxy, lo loadgen.Options) (*loadgen.Result, time.Duration, error) {
+	res, cpus, err := measureCPU(ctx, o, p, lo, p.CPU)
+	if err != nil {
+		return nil, 0, err
+	}
+	return res, cpus[0], nil
+}
+
+// cpuMeter reads the CPU time (user + system) a process or a group of them has used so far.
+type cpuMeter func() (time.Duration, error)
+
+// measureCPU runs one load against p and returns the load generator's figures and the CPU
+// time each meter counted during it (0 when a reading failed).
+func measureCPU(ctx context.Context, o Options, p Proxy, lo loadgen.Options, meters ...cpuMeter) (*loadgen.Result, []time.Duration, error) {
 	lo.URL = "http://" + p.Addr() + "/"
 	// A hang detector, not a timing assumption: a load that has not ended well after its
 	// expected time is cut off, and its row says so, rather than stalling the whole lab.
 	lctx, cancel := context.WithTimeout(ctx, loadBound(lo))
 	defer cancel()
-	c0, cerr0 := p.CPU()
+	before, errs := readMeters(meters)
 	res, err := loadgen.Run(lctx, lo)
 	if err != nil {
-		return nil, 0, err
+		return nil, nil, err
 	}
-	c1, cerr1 := p.CPU()
+	after, errs1 := readMeters(meters)
 	if err := p.Check(); err != nil {
-		return nil, 0, err
+		return nil, nil, err
 	}
 	if err := ctx.Err(); err != nil {
-		return nil, 0, err
+		return nil, nil, err
 	}
 	if lctx.Err() != nil && lo.N > 0 && res.Requests < lo.N {
 		res.Failed += lo.N - res.Requests // never answered: counted as failed
@@ -172,11 +186,42 @@ func measure(ctx context.Context, o Options, p Proxy, lo loadgen.Options) (*load
 		o.fail(fmt.Sprintf("%s at -c %d: %d failed, statuses %v; %s said: %s",
 			p.Name(), lo.C, res.Failed, res.Status, p.Name(), p.Output()))
 	}
-	var cpu time.Duration
-	if cerr0 == nil && cerr1 == nil {
-		cpu = c1 - c0
+	cpus := make([]time.Duration, len(meters))
+	for i := range meters {
+		if errs[i] == nil && errs1[i] == nil {
+			cpus[i] = after[i] - before[i]
+		}
 	}
-	return res, cpu, nil
+	return res, cpus, nil
+}
+
+// readMeters reads every meter once.
+func readMeters(meters []cpuMeter) ([]time.Duration, []error) {
+	vals := make([]time.Duration, len(meters))
+	errs := make([]error, len(meters))
+	for i, m := range meters {
+		vals[i], errs[i] = m()
+	}
+	return vals, errs
+}
+
+// labCPU is the lab process's own CPU time: the load generator's, and that of the emulated
+// backends it serves in-process.
+func labCPU() (time.Duration, error) {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0, err
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()), nil
+}
+
+// perReq is cpu per request of res in microseconds, 0 when too little CPU was counted to
+// tell (see minCPU).
+func perReq(cpu time.Duration, res *loadgen.Result) float64 {
+	if res.Requests <= 0 || cpu < minCPU {
+		return 0
+	}
+	return float64(cpu.Microseconds()) / float64(res.Requests)
 }
 
 // loadBound is how long a load may run before it is cut off as hung.
@@ -209,9 +254,7 @@ func row(label string, res *loadgen.Result, cpu time.Duration) Result {
 			MaxMs:    res.MaxMs,
 		},
 	}
-	if res.Requests > 0 && cpu >= minCPU {
-		r.Detail.CPUUsPerReq = float64(cpu.Microseconds()) / float64(res.Requests)
-	}
+	r.Detail.CPUUsPerReq = perReq(cpu, res)
 	if r.Split == nil {
 		r.Split = map[string]int64{}
 	}
@@ -236,6 +279,22 @@ func runBallast(ctx context.Context, o Options, spec PoolSpec, loads []loadgen.O
 		cpus = append(cpus, cpu)
 	}
 	return res, cpus, nil
+}
+
+// runMeasured starts Ballast for spec, applies warm (unless it has no requests) and then
+// load, and stops it; it returns the CPU time of Ballast and of each meter during load.
+func runMeasured(ctx context.Context, o Options, spec PoolSpec, warm, load loadgen.Options, meters ...cpuMeter) (*loadgen.Result, []time.Duration, error) {
+	p, err := StartBallast(ctx, o.Ballast, spec, 60*time.Second)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer p.Close()
+	if warm.N > 0 {
+		if _, _, err := measure(ctx, o, p, warm); err != nil {
+			return nil, nil, err
+		}
+	}
+	return measureCPU(ctx, o, p, load, append([]cpuMeter{p.CPU}, meters...)...)
 }
 
 // localBackends starts one in-process emulated backend per config on a free loopback port.
@@ -309,8 +368,9 @@ func median(xs []float64) float64 {
 // medianRow merges repetitions of one row: each figure is the median of its runs, the split is
 // that of the run with the median throughput.
 func medianRow(label string, runs []Result) Result {
-	var thr, mk, p50, p99, cpu []float64
+	var thr, mk, p50, p99, cpu, lab []float64
 	for _, r := range runs {
+		lab = append(lab, r.Detail.LabCPUUsPerReq)
 		thr = append(thr, r.ThroughputRPS)
 		mk = append(mk, r.MakespanS)
 		p50 = append(p50, r.P50Ms)
@@ -328,7 +388,7 @@ func medianRow(label string, runs []Result) Result {
 	out.Algorithm = label
 	out.ThroughputRPS, out.MakespanS = m, median(mk)
 	out.P50Ms, out.P99Ms = median(p50), median(p99)
-	out.Detail.CPUUsPerReq = median(cpu)
+	out.Detail.CPUUsPerReq, out.Detail.LabCPUUsPerReq = median(cpu), median(lab)
 	var failed, non2xx int64
 	for _, r := range runs {
 		failed += r.Detail.Failed

@@ -269,6 +269,8 @@ func sampleReport() *Report {
 				Seed: Figures{ThroughputRPS: 2122, SplitPct: map[string]float64{"A": 50, "B": 50}}, Predicted: Figures{ThroughputRPS: 2500}},
 			{Algorithm: "sqf", ThroughputRPS: 3900, Split: map[string]int64{"A": 69, "B": 31}, P50Ms: 2, P99Ms: 6, IdealRatio: 0.97,
 				Detail: Detail{CPUUsPerReq: 60}},
+			{Algorithm: "sqf (n=5)", ThroughputRPS: 3800, Split: map[string]int64{"A": 50, "B": 50}, P50Ms: 2, P99Ms: 6, IdealRatio: 0.95,
+				Detail: Detail{CPUUsPerReq: 66, CPUVsBase: 1.1, BackendCPUUsPerReq: 30, LabCPUUsPerReq: 20.5}},
 		},
 	}
 }
@@ -281,7 +283,8 @@ func TestReportJSONAndTable(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := buf.String()
-	for _, want := range []string{"algorithm", "seed", "predicted", "measured", "% of ideal", "2122 req/s 50/50", "3900 req/s", "97.0%", "60.0µs", "A 69.0% / B 31.0%"} {
+	for _, want := range []string{"algorithm", "seed", "predicted", "measured", "% of ideal", "2122 req/s 50/50", "3900 req/s", "97.0%", "60.0µs", "A 69.0% / B 31.0%",
+		"66.0µs (110% of n=2), backends 30.0µs, lab 20.5µs"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("table lacks %q:\n%s", want, out)
 		}
@@ -318,7 +321,8 @@ func TestWriteFiles(t *testing.T) {
 				Rows []Detail `json:"rows"`
 			}
 			b, _ := os.ReadFile(filepath.Join(dir, "details.json"))
-			if err := json.Unmarshal(b, &d); err != nil || len(d.Rows) != 2 || d.Rows[1].CPUUsPerReq != 60 {
+			if err := json.Unmarshal(b, &d); err != nil || len(d.Rows) != 3 || d.Rows[1].CPUUsPerReq != 60 ||
+				d.Rows[2].CPUVsBase != 1.1 || d.Rows[2].BackendCPUUsPerReq != 30 || d.Rows[2].LabCPUUsPerReq != 20.5 {
 				t.Errorf("details.json: %v %+v", err, d)
 			}
 		})
@@ -456,6 +460,15 @@ func TestScenariosQuick(t *testing.T) {
 				}
 				if rr.Split["A"] != 25 || rr.Split["B"] != 25 {
 					t.Errorf("byrequests split %v, want 25/25", rr.Split)
+				}
+			case "many-backends", "backend-count":
+				// Every row says where the CPU of a request went: Ballast (also relative to
+				// n=2), the backend processes (many-backends' fleets), the lab process.
+				for _, r := range rep.Results {
+					d := r.Detail
+					if d.CPUUsPerReq <= 0 || d.CPUVsBase <= 0 || d.LabCPUUsPerReq <= 0 || (name == "many-backends") != (d.BackendCPUUsPerReq > 0) {
+						t.Errorf("%s: CPU per request: Ballast %v (%v of n=2), backends %v, lab %v", r.Algorithm, d.CPUUsPerReq, d.CPUVsBase, d.BackendCPUUsPerReq, d.LabCPUUsPerReq)
+					}
 				}
 			case "peers":
 				if !strings.HasPrefix(rep.Results[0].Algorithm, "ballast") || rep.Results[0].Detail.CPUUsPerReq <= 0 {

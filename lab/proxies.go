@@ -36,6 +36,19 @@ type backendFleet struct {
 	from    int
 }
 
+// cpu is the CPU time the fleet's processes have used so far.
+func (f *backendFleet) cpu() (time.Duration, error) {
+	var total time.Duration
+	for _, c := range f.procs {
+		t, err := c.cpu()
+		if err != nil {
+			return 0, err
+		}
+		total += t
+	}
+	return total, nil
+}
+
 func (f *backendFleet) close() {
 	for _, c := range f.procs {
 		c.stop()
@@ -122,7 +135,7 @@ func runManyBackends(ctx context.Context, o Options, r *Report) error {
 	for i := range suffixes {
 		suffixes[i] = "/k/" + strconv.Itoa(i)
 	}
-	base := map[string]float64{}
+	base, baseCPU := map[string]float64{}, map[string]float64{}
 	type variant struct {
 		n        int
 		weighted bool
@@ -141,7 +154,12 @@ func runManyBackends(ctx context.Context, o Options, r *Report) error {
 		}
 		for _, alg := range algs {
 			spec := PoolSpec{Balancer: alg, Backends: fleet.targets, HashURI: alg == "maglev"}
-			res, cpus, err := runBallast(ctx, o, spec, []loadgen.Options{{C: 64, Duration: dur, KeepAlive: true, URLSuffixes: suffixes}})
+			load := loadgen.Options{C: 64, Duration: dur, KeepAlive: true, URLSuffixes: suffixes}
+			// The warm-up opens the backend connections (a few per backend), so that the row
+			// measures forwarding over them and not 2000 connection set-ups.
+			warm := load
+			warm.Duration, warm.N = 0, int64(4*v.n+1000)
+			res, cpus, err := runMeasured(ctx, o, spec, warm, load, fleet.cpu, labCPU)
 			if err != nil {
 				fleet.close()
 				return fmt.Errorf("%s with %d backends: %w", alg, v.n, err)
@@ -150,7 +168,9 @@ func runManyBackends(ctx context.Context, o Options, r *Report) error {
 			if v.weighted {
 				label = fmt.Sprintf("%s (n=%d, weighted)", alg, v.n)
 			}
-			row := row(label, res[0], cpus[0])
+			row := row(label, res, cpus[0])
+			row.Detail.BackendCPUUsPerReq = perReq(cpus[1], res)
+			row.Detail.LabCPUUsPerReq = perReq(cpus[2], res)
 			row.Split = groupSplit(row.Split, fleet.from, v.n)
 			if ns, err := pickCost(alg, fleet.targets); err == nil {
 				row.Detail.PickNs = ns
@@ -159,10 +179,13 @@ func runManyBackends(ctx context.Context, o Options, r *Report) error {
 				}
 			}
 			if v.n == counts[0] && !v.weighted {
-				base[alg] = row.ThroughputRPS
+				base[alg], baseCPU[alg] = row.ThroughputRPS, row.Detail.CPUUsPerReq
 			}
 			if b := base[alg]; b > 0 {
 				row.IdealRatio = row.ThroughputRPS / b
+			}
+			if b := baseCPU[alg]; b > 0 {
+				row.Detail.CPUVsBase = row.Detail.CPUUsPerReq / b
 			}
 			if v.n == 2000 && !v.weighted {
 				switch alg {
@@ -172,15 +195,18 @@ func runManyBackends(ctx context.Context, o Options, r *Report) error {
 					row.Seed = Figures{PickCPUPct: 0.27, Source: "Tengine VNSWRR at 2000 endpoints (+60 % QPS over SWRR), seed 002"}
 				}
 			}
-			o.logf("many-backends: %s: %.0f req/s (%.1f%% of n=%d), %.1f µs CPU/req", label, row.ThroughputRPS, 100*row.IdealRatio, counts[0], row.Detail.CPUUsPerReq)
+			o.logf("many-backends: %s: %.0f req/s (%.1f%% of n=%d), CPU/req: Ballast %.1f µs (%.1f%% of n=%d), backends %.1f µs, lab %.1f µs",
+				label, row.ThroughputRPS, 100*row.IdealRatio, counts[0], row.Detail.CPUUsPerReq, 100*row.Detail.CPUVsBase, counts[0],
+				row.Detail.BackendCPUUsPerReq, row.Detail.LabCPUUsPerReq)
 			r.Results = append(r.Results, row)
 		}
 		fleet.close()
 	}
 	r.Notes = append(r.Notes,
-		fmt.Sprintf("keep-alive -c 64 for %v per row; backends answer at once (ballast backend --ports, %d per process); weighted = weights 101..105 repeating", dur, portChunk),
+		fmt.Sprintf("keep-alive -c 64 for %v per row, after 4n+1000 requests that open the backend connections; backends answer at once (ballast backend --ports, %d per process); weighted = weights 101..105 repeating", dur, portChunk),
 		fmt.Sprintf("pools over %d backends report their split per block of consecutive ports", portBlocks),
 		"the model predicts nothing here: throughput is bounded by the proxy's CPU, which the model does not simulate",
+		"cpu/req = Ballast's utime+stime per request (and its share of the same algorithm's at the smallest n); backends = the fleet processes', lab = the lab process's (the load generator): all share the same cores, so a throughput loss with Ballast's CPU per request unchanged comes from the others",
 		"pick % CPU = the algorithm's pick time over the same pool, timed in the lab process with the same balance code and an idle load view, divided by Ballast's measured CPU per request: an estimate of seed 002's profile figure, not a profile")
 	return nil
 }
@@ -217,12 +243,14 @@ func runBackendCount(ctx context.Context, o Options, r *Report) error {
 		for rep := 0; rep < o.reps() && err == nil; rep++ {
 			for _, k := range []int{2, 5} { // interleaved: 2 5 2 5 ...
 				var res *loadgen.Result
-				var cpu time.Duration
-				res, cpu, err = measure(ctx, o, proxies[k], load)
+				var cpus []time.Duration
+				res, cpus, err = measureCPU(ctx, o, proxies[k], load, proxies[k].CPU, labCPU)
 				if err != nil {
 					break
 				}
-				runs[k] = append(runs[k], row("", res, cpu))
+				r := row("", res, cpus[0])
+				r.Detail.LabCPUUsPerReq = perReq(cpus[1], res)
+				runs[k] = append(runs[k], r)
 			}
 		}
 		for _, q := range proxies {
@@ -231,21 +259,26 @@ func runBackendCount(ctx context.Context, o Options, r *Report) error {
 		if err != nil {
 			return fmt.Errorf("%s: %w", alg, err)
 		}
-		two := medianRow("", runs[2]).ThroughputRPS
+		two := medianRow("", runs[2])
 		for _, k := range []int{2, 5} {
 			row := medianRow(fmt.Sprintf("%s (n=%d)", alg, k), runs[k])
-			if two > 0 {
-				row.IdealRatio = row.ThroughputRPS / two
+			if two.ThroughputRPS > 0 {
+				row.IdealRatio = row.ThroughputRPS / two.ThroughputRPS
+			}
+			if c := two.Detail.CPUUsPerReq; c > 0 {
+				row.Detail.CPUVsBase = row.Detail.CPUUsPerReq / c
 			}
 			if alg == "roundrobin" {
 				row.Seed = Figures{ThroughputRPS: map[int]float64{2: 4675.61, 5: 3653.37}[k], Source: "HAProxy roundrobin, seed 004"}
 			}
-			o.logf("backend-count: %s: %.0f req/s (%.1f%% of n=2)", row.Algorithm, row.ThroughputRPS, 100*row.IdealRatio)
+			o.logf("backend-count: %s: %.0f req/s (%.1f%% of n=2), CPU/req: Ballast %.1f µs (%.1f%% of n=2), lab %.1f µs",
+				row.Algorithm, row.ThroughputRPS, 100*row.IdealRatio, row.Detail.CPUUsPerReq, 100*row.Detail.CPUVsBase, row.Detail.LabCPUUsPerReq)
 			r.Results = append(r.Results, row)
 		}
 	}
 	r.Notes = append(r.Notes, fmt.Sprintf("keep-alive -c %d -n %d; backends answer at once; 2 and 5 backends interleaved, %d repetitions, medians", c, n, o.reps()),
-		"the model predicts nothing here: the proxy's CPU is the bottleneck")
+		"the model predicts nothing here: the proxy's CPU is the bottleneck",
+		"cpu/req = Ballast's utime+stime per request (and its share of the same algorithm's with 2 backends); lab = the lab process's, which runs both the load generator and the five backends on the same cores")
 	return nil
 }
 

@@ -61,6 +61,14 @@ type Detail struct {
 	MaxMs     float64 `json:"max_ms"`
 	// CPUUsPerReq is the proxy's utime+stime per request in microseconds; 0 when unknown.
 	CPUUsPerReq float64 `json:"cpu_us_per_req"`
+	// CPUVsBase is CPUUsPerReq relative to the same algorithm's with 2 backends
+	// (many-backends, backend-count): how much of a throughput loss is Ballast's own cost.
+	CPUVsBase float64 `json:"cpu_vs_base,omitempty"`
+	// BackendCPUUsPerReq is the backend processes' CPU per request (many-backends' fleets) and
+	// LabCPUUsPerReq the lab process's (the load generator, and backends served in-process):
+	// what else the same cores spent on each request.
+	BackendCPUUsPerReq float64 `json:"backend_cpu_us_per_req,omitempty"`
+	LabCPUUsPerReq     float64 `json:"lab_cpu_us_per_req,omitempty"`
 	// PickNs is the algorithm's pick time over this pool, measured in the lab process with the
 	// same balance code; PickCPUPct is PickNs as a share of the proxy's CPU per request, an
 	// estimate of seed 002's profile figure (many-backends only).
@@ -148,6 +156,12 @@ func (r *Report) WriteTable(w io.Writer) error {
 		cpu := "-"
 		if res.Detail.CPUUsPerReq > 0 {
 			cpu = fmt.Sprintf("%.1fµs", res.Detail.CPUUsPerReq)
+		}
+		if res.Detail.CPUVsBase > 0 {
+			cpu += fmt.Sprintf(" (%.0f%% of n=2)", 100*res.Detail.CPUVsBase)
+		}
+		if d := res.Detail; d.BackendCPUUsPerReq > 0 || d.LabCPUUsPerReq > 0 {
+			cpu += fmt.Sprintf(", backends %.1fµs, lab %.1fµs", d.BackendCPUUsPerReq, d.LabCPUUsPerReq)
 		}
 		ratio := "-"
 		if res.IdealRatio > 0 {
