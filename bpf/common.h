@@ -112,6 +112,10 @@ struct director_config {
 	__u32 source; /* outer source address of TUN packets */
 	__u8 mac[6];  /* the director's own MAC, source of every frame it sends */
 	__u16 pad;
+	/* now_ns is CLOCK_MONOTONIC as the Go side last published it (at load and every
+	 * Options.Interval): flows are stamped with it instead of calling bpf_ktime_get_ns on every
+	 * packet, and an established flow's entry is written only when it changes. */
+	__u64 now_ns;
 };
 
 #endif

@@ -22,32 +22,40 @@ static __always_inline __u32 flow_hash(struct pkt *p, struct vip_meta *vip)
 			    FLOW_SEED + p->key.proto);
 }
 
-/* pick returns the real server for p (0: none) and sets *fresh for a new flow. */
-static __always_inline __u32 pick(struct pkt *p, struct vip_meta *vip, int *fresh)
+/* pick returns the real server for p (0: none) and its ID in *id, and sets *fresh for a new
+ * flow. An established flow's entry is written only when its stamp or closing flag changes, so
+ * that its cache line is not written from both CPUs on every packet. */
+static __always_inline struct real_def *pick(struct pkt *p, struct vip_meta *vip, __u64 now,
+					     __u32 *id, int *fresh)
 {
-	__u64 now = bpf_ktime_get_ns();
 	__u32 closing = (p->tcp_flags & (TCP_FIN | TCP_RST)) ? CONN_F_CLOSING : 0;
 
 	struct conn *c = bpf_map_lookup_elem(&conns, &p->key);
 	if (c && c->real_id) {
-		__u32 id = c->real_id;
-		struct real_def *r = bpf_map_lookup_elem(&reals, &id);
+		*id = c->real_id;
+		struct real_def *r = bpf_map_lookup_elem(&reals, id);
 		if (r && r->addr && !((r->flags & REAL_F_DOWN) && (vip->flags & VIP_F_DOWN_MOVE))) {
-			c->seen_ns = now;
-			c->flags |= closing;
-			return id;
+			if (c->seen_ns != now)
+				c->seen_ns = now;
+			if (closing & ~c->flags)
+				c->flags |= closing;
+			return r;
 		}
 	}
 	if (vip->ring_size == 0)
 		return 0;
 	__u32 slot = vip->ring_base + flow_hash(p, vip) % vip->ring_size;
-	__u32 *id = bpf_map_lookup_elem(&ring, &slot);
-	if (!id || *id == 0)
+	__u32 *rid = bpf_map_lookup_elem(&ring, &slot);
+	if (!rid || *rid == 0)
+		return 0;
+	*id = *rid;
+	struct real_def *r = bpf_map_lookup_elem(&reals, id);
+	if (!r || !r->addr)
 		return 0;
 	struct conn nc = {.real_id = *id, .flags = closing, .seen_ns = now};
 	bpf_map_update_elem(&conns, &p->key, &nc, BPF_ANY);
 	*fresh = 1;
-	return nc.real_id;
+	return r;
 }
 
 static __always_inline void account(void *map, __u32 id, __u32 len, int fresh, int drop)
@@ -85,12 +93,14 @@ int ballast_director(struct xdp_md *ctx)
 		return XDP_PASS;
 	}
 
-	int fresh = 0;
-	__u32 id = pick(&p, vip, &fresh);
-	struct real_def *r = id ? bpf_map_lookup_elem(&reals, &id) : 0;
 	__u32 zero = 0;
 	struct director_config *cfg = bpf_map_lookup_elem(&config, &zero);
-	if (!r || !r->addr || !cfg) {
+	if (!cfg)
+		return XDP_PASS;
+	int fresh = 0;
+	__u32 id = 0;
+	struct real_def *r = pick(&p, vip, cfg->now_ns, &id, &fresh);
+	if (!r) {
 		account(&vip_stats, vip->id, p.len, 0, 1);
 		count(CNT_DROP_NO_REAL);
 		return XDP_DROP;

@@ -168,7 +168,9 @@ type Director struct {
 	wg   sync.WaitGroup
 
 	// Owned by the worker goroutine.
-	st state
+	st       state
+	flowKeys []directorFlowKey // countFlows' batch buffers, reused every tick
+	flowVals []directorConn
 
 	tableWrites atomic.Uint64 // ring slots written, for tests and the status page
 	closeOnce   sync.Once
@@ -274,12 +276,15 @@ func (d *Director) attach() error {
 	return nil
 }
 
+// writeConfig publishes the director's MAC, TUN source and the clock the program stamps flows
+// with (the program does not read the clock itself: see bpf/common.h, director_config).
 func (d *Director) writeConfig() error {
 	var c directorDirectorConfig
 	copy(c.Mac[:], d.opts.MAC)
 	if d.opts.Source.Is4() {
 		c.Source = be32(d.opts.Source)
 	}
+	c.NowNs = monotonic()
 	return d.objs.Config.Put(uint32(0), c)
 }
 

@@ -25,6 +25,8 @@ type directorDirectorConfig struct {
 	Source uint32
 	Mac    [6]uint8
 	Pad    uint16
+	_      [4]byte
+	NowNs  uint64
 }
 
 type directorFlowKey struct {

@@ -1,6 +1,7 @@
 package director
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"net/netip"
 	"testing"
@@ -324,5 +325,43 @@ func TestWLCReweighting(t *testing.T) {
 	next := flowsTo(t, d, reals, 20000, 400)
 	if b, i := count(next, busy), count(next, idle); b*4 >= i {
 		t.Errorf("after re-weighting, new flows went %d to the busy server and %d to the idle one", b, i)
+	}
+}
+
+// TestCountFlowsWholeTable fills the connection table with more entries than one batch read
+// holds (flowBatch) and checks that every one is counted: active by VIP and real, closed and
+// idle ones not active, and every real ID seen within two ActiveTimeouts live.
+func TestCountFlowsWholeTable(t *testing.T) {
+	d := newTestDirector(t, Options{Mode: DR, TableSize: 251, ConnTableSize: 1 << 16})
+	now := monotonic()
+	timeout := uint64(d.opts.ActiveTimeout)
+	const n = 3*flowBatch + 123
+	want := map[uint32]int{}
+	for i := range n {
+		id := uint32(1 + i%3)
+		c := directorConn{RealId: id, SeenNs: now}
+		switch {
+		case id == 3:
+			c.SeenNs = now - 3*timeout // idle for long: real 3 is not live
+		case i%10 == 7:
+			c.Flags = connFlagClosing
+		case i%10 == 8:
+			c.SeenNs = now - timeout - timeout/2 // idle, still live
+		default:
+			want[id]++
+		}
+		if err := d.objs.Conns.Put(flowKey(i), c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var active map[vipKey]map[uint32]int
+	var live map[uint32]bool
+	d.do(func() error { active, live = d.countFlows(); return nil })
+	vk := vipKey{vipAddr, 80, TCP}
+	if len(active) != 1 || fmt.Sprint(active[vk]) != fmt.Sprint(want) {
+		t.Errorf("active flows %v, want %v for %v only", active, want, vk)
+	}
+	if len(live) != 2 || !live[1] || !live[2] {
+		t.Errorf("live real IDs %v, want 1 and 2", live)
 	}
 }

@@ -112,6 +112,17 @@ func runLVSModes(ctx context.Context, o Options, r *Report) error {
 			stop, err := run.director(ctx, "dr", vip, reals)
 			return "http://" + vip + "/", stop, err
 		}},
+		// The same topology with the director's namespace routing the VIP to the real servers
+		// in the kernel (no XDP, no ballast): what the extra hop costs on this machine with
+		// nothing of the director's own. A reference only; the goals stay "vs direct".
+		{name: "kernel-fwd", start: func(context.Context) (string, func(), error) {
+			closeReals()
+			if err := run.realServers(&rs, realserver.DR); err != nil {
+				return "", nil, err
+			}
+			stop, err := run.kernelForwarding()
+			return "http://" + vip + "/", stop, err
+		}},
 		{name: "xdp-tun", xdp: true, start: func(ctx context.Context) (string, func(), error) {
 			closeReals()
 			if err := run.realServers(&rs, realserver.TUN); err != nil {
@@ -193,6 +204,27 @@ func (run *lvsRun) natRouting() error {
 		}
 	}
 	return nil
+}
+
+// kernelForwarding makes the director's namespace a plain router for the VIP: ip_forward, and
+// one route to the VIP over both real servers (multipath, hashed by the flow's 5-tuple), which
+// hold the VIP on lo and answer the client directly, as in DR. Redirects are off, or the client
+// would be told to bypass the director. stop removes the route and turns forwarding off.
+func (run *lvsRun) kernelForwarding() (stop func(), err error) {
+	l := run.lab
+	for k, v := range map[string]string{"net/ipv4/ip_forward": "1", "net/ipv4/fib_multipath_hash_policy": "1",
+		"net/ipv4/conf/all/send_redirects": "0", "net/ipv4/conf/eth0/send_redirects": "0"} {
+		if err := l.Sysctl(l.Director.NS, k, v); err != nil {
+			return nil, err
+		}
+	}
+	if err := l.RouteMultipath(l.Director.NS, netlab.VIP, netlab.RealIP(0), netlab.RealIP(1)); err != nil {
+		return nil, err
+	}
+	return func() {
+		_ = l.RouteDel(l.Director.NS, netlab.VIP, netip.Addr{})
+		_ = l.Sysctl(l.Director.NS, "net/ipv4/ip_forward", "0")
+	}, nil
 }
 
 // ballast starts `ballast ARGS` in the director's namespace and waits for its start-up line.
@@ -395,6 +427,15 @@ func lvsVerdicts(by map[string]Result, direct float64) []string {
 		if r, ok := by[m]; ok && direct > 0 {
 			out = append(out, fmt.Sprintf("goal %s ≥ 95%% of direct: %.1f%% (%.0f vs %.0f req/s): %s", m, 100*r.ThroughputRPS/direct, r.ThroughputRPS, direct, met(r.ThroughputRPS >= 0.95*direct)))
 		}
+	}
+	if k, ok := by["kernel-fwd"]; ok && direct > 0 {
+		line := fmt.Sprintf("reference: the director's namespace forwarding in the kernel (no XDP) reaches %.1f%% of direct (%.0f req/s)", 100*k.ThroughputRPS/direct, k.ThroughputRPS)
+		for _, m := range []string{"xdp-dr", "xdp-tun"} {
+			if r, ok := by[m]; ok && k.ThroughputRPS > 0 {
+				line += fmt.Sprintf("; %s %.1f%% of it", m, 100*r.ThroughputRPS/k.ThroughputRPS)
+			}
+		}
+		out = append(out, line)
 	}
 	dr, okDR := by["xdp-dr"]
 	nat, okNAT := by["xdp-nat"]

@@ -285,7 +285,26 @@ func (l *Lab) XDPProgram(ns netns.NsHandle) (uint32, error) {
 	return id, err
 }
 
-// RouteDel removes, in ns, the host route to dst that RouteVia added.
+// RouteMultipath adds, in ns, one host route to dst over several gateways on eth0 (equal-cost
+// multipath: which gateway a packet takes is the kernel's hash of its flow, per the namespace's
+// net.ipv4.fib_multipath_hash_policy). RouteDel with an invalid gw removes it.
+func (l *Lab) RouteMultipath(ns netns.NsHandle, dst netip.Addr, gws ...netip.Addr) error {
+	return l.In(ns, func() error {
+		eth0, err := netlink.LinkByName("eth0")
+		if err != nil {
+			return err
+		}
+		_, n, _ := net.ParseCIDR(dst.String() + "/32")
+		r := &netlink.Route{Dst: n}
+		for _, gw := range gws {
+			r.MultiPath = append(r.MultiPath, &netlink.NexthopInfo{LinkIndex: eth0.Attrs().Index, Gw: gw.AsSlice()})
+		}
+		return netlink.RouteAdd(r)
+	})
+}
+
+// RouteDel removes, in ns, the host route to dst that RouteVia added (via gw), or the first
+// route to dst when gw is the zero Addr.
 func (l *Lab) RouteDel(ns netns.NsHandle, dst, gw netip.Addr) error {
 	return l.In(ns, func() error {
 		eth0, err := netlink.LinkByName("eth0")
