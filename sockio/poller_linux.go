@@ -46,20 +46,8 @@ const pollEvery = 100 * time.Millisecond
 // (or whose peer closed it); wake owns the connection from then on. wake runs in the poller's
 // goroutine and must hand the connection on without blocking.
 func NewPoller(wake func(net.Conn)) (*Poller, error) {
-	epfd, err := syscall.EpollCreate1(syscall.EPOLL_CLOEXEC)
+	epfd, ep, rc, err := openEpoll("epoll")
 	if err != nil {
-		return nil, err
-	}
-	// Non-blocking, the epoll descriptor is waited for by the runtime's own poller, which
-	// reports it readable when one of its sockets is: no thread sits in epoll_wait.
-	if err := syscall.SetNonblock(epfd, true); err != nil {
-		_ = syscall.Close(epfd)
-		return nil, err
-	}
-	ep := os.NewFile(uintptr(epfd), "epoll")
-	rc, err := ep.SyscallConn()
-	if err != nil {
-		_ = ep.Close()
 		return nil, err
 	}
 	p := &Poller{epfd: epfd, ep: ep, wake: wake, conns: make(map[uint64]parked)}
@@ -163,4 +151,24 @@ func (p *Poller) run(rc syscall.RawConn) {
 		clear(woken)
 		clear(expired)
 	}
+}
+
+// openEpoll creates an epoll set for a goroutine to wait on. Non-blocking, its descriptor is
+// waited for by the runtime's own poller (rc), which reports it readable when one of its
+// sockets is: no thread sits in epoll_wait.
+func openEpoll(name string) (epfd int, ep *os.File, rc syscall.RawConn, err error) {
+	epfd, err = syscall.EpollCreate1(syscall.EPOLL_CLOEXEC)
+	if err != nil {
+		return 0, nil, nil, err
+	}
+	if err := syscall.SetNonblock(epfd, true); err != nil {
+		_ = syscall.Close(epfd)
+		return 0, nil, nil, err
+	}
+	ep = os.NewFile(uintptr(epfd), name)
+	if rc, err = ep.SyscallConn(); err != nil {
+		_ = ep.Close()
+		return 0, nil, nil, err
+	}
+	return epfd, ep, rc, nil
 }

@@ -74,18 +74,8 @@ func NewRelay() *Relay {
 }
 
 func newRelayShard() (*relayShard, error) {
-	epfd, err := syscall.EpollCreate1(syscall.EPOLL_CLOEXEC)
+	epfd, ep, rc, err := openEpoll("relay-epoll")
 	if err != nil {
-		return nil, err
-	}
-	if err := syscall.SetNonblock(epfd, true); err != nil {
-		_ = syscall.Close(epfd)
-		return nil, err
-	}
-	ep := os.NewFile(uintptr(epfd), "relay-epoll")
-	rc, err := ep.SyscallConn()
-	if err != nil {
-		_ = ep.Close()
 		return nil, err
 	}
 	return &relayShard{epfd: epfd, ep: ep, rc: rc, flows: make(map[uint64]*relayFlow)}, nil
