@@ -14,7 +14,7 @@ import (
 )
 
 const (
-	backendBufferSize = 16 << 10 // response header limit from a backend, per connection
+	backendBufferSize = 16 << 10 // response header limit from a backend, per exchange (acquireReader)
 	deadlineRefresh   = time.Second
 )
 
@@ -56,8 +56,6 @@ func newHostClient(pc *config.Pool, b *upstream.Backend) *fasthttp.HostClient {
 		// Ballast decides every retry itself (forward, hedged); fasthttp must never re-send.
 		MaxIdemponentCallAttempts: 1,
 		RetryIfErr:                neverRetry,
-		ReadBufferSize:            backendBufferSize,
-		WriteBufferSize:           backendBufferSize,
 		DisablePathNormalizing:    true,
 		NoDefaultUserAgentHeader:  true,
 		StreamResponseBody:        true,
