@@ -3,6 +3,7 @@
 package httpproxy
 
 import (
+	"ballast/internal/peertest"
 	"bufio"
 	"errors"
 	"io"
@@ -18,35 +19,6 @@ import (
 	"github.com/valyala/fasthttp"
 )
 
-// tcpPair returns two connected TCP connections on 127.0.0.1, closed at cleanup.
-func tcpPair(t *testing.T) (client, server net.Conn) {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	accepted := make(chan net.Conn, 1)
-	go func() {
-		c, err := ln.Accept()
-		if err != nil {
-			close(accepted)
-			return
-		}
-		accepted <- c
-	}()
-	client, err = net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	server = <-accepted
-	if server == nil {
-		t.Fatal("accept failed")
-	}
-	t.Cleanup(func() { _ = client.Close(); _ = server.Close() })
-	return client, server
-}
-
 func TestWriteAndWait(t *testing.T) {
 	tests := []struct {
 		name    string
@@ -60,7 +32,7 @@ func TestWriteAndWait(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			c, s := tcpPair(t)
+			c, s := peertest.TCPPair(t)
 			dc := newDeadlineConn(c)
 			if dc.raw.RC == nil {
 				t.Fatal("no raw conn for a TCP connection")

@@ -3,6 +3,7 @@
 package sockio
 
 import (
+	"ballast/internal/peertest"
 	"errors"
 	"io"
 	"net"
@@ -106,7 +107,7 @@ func TestRawConn(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			c, s := tcpPair(t)
+			c, s := peertest.TCPPair(t)
 			raw := NewConn(s)
 			if _, ok := raw.(*Conn); !ok {
 				t.Fatalf("NewConn(TCPConn) = %T, want *Conn", raw)
@@ -117,7 +118,7 @@ func TestRawConn(t *testing.T) {
 }
 
 func TestRawConnConcurrentReadWrite(t *testing.T) {
-	c, s := tcpPair(t)
+	c, s := peertest.TCPPair(t)
 	raw := NewConn(s)
 	const n = 1 << 20
 	var wg sync.WaitGroup
@@ -138,33 +139,4 @@ func TestRawConnConcurrentReadWrite(t *testing.T) {
 	if got != n {
 		t.Fatalf("echoed %d bytes, want %d", got, n)
 	}
-}
-
-// tcpPair returns two connected TCP connections on 127.0.0.1, closed at cleanup.
-func tcpPair(t *testing.T) (client, server net.Conn) {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	accepted := make(chan net.Conn, 1)
-	go func() {
-		c, err := ln.Accept()
-		if err != nil {
-			close(accepted)
-			return
-		}
-		accepted <- c
-	}()
-	client, err = net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	server = <-accepted
-	if server == nil {
-		t.Fatal("accept failed")
-	}
-	t.Cleanup(func() { _ = client.Close(); _ = server.Close() })
-	return client, server
 }

@@ -3,6 +3,7 @@
 package sockio
 
 import (
+	"ballast/internal/peertest"
 	"io"
 	"net"
 	"testing"
@@ -19,7 +20,7 @@ func TestPoller(t *testing.T) {
 	}
 	defer p.Close()
 	park := func(deadline time.Time) (peer, c net.Conn) {
-		peer, s := tcpPair(t)
+		peer, s := peertest.TCPPair(t)
 		c = NewConn(s)
 		if !p.Park(c, c.(*Conn).RawConn(), deadline) {
 			t.Fatal("Park refused")
@@ -81,7 +82,7 @@ func TestPoller(t *testing.T) {
 	if _, err := peer4.Read(buf); err != io.EOF {
 		t.Fatalf("peer of a connection parked at Close read %v, want EOF", err)
 	}
-	_, s5 := tcpPair(t)
+	_, s5 := peertest.TCPPair(t)
 	if c5 := NewConn(s5); p.Park(c5, c5.(*Conn).RawConn(), time.Time{}) {
 		t.Fatal("Park accepted after Close")
 	}

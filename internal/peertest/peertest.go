@@ -1,5 +1,6 @@
 // Package peertest runs the real peers of end-to-end tests (nginx, unbound, ...) on loopback
-// ports, and speaks the little DNS those tests need. It is used by tests only.
+// ports, connects loopback socket pairs, and speaks the little DNS those tests need. It is
+// used by tests only.
 //
 // Start finds a free port, runs the peer, waits until it serves and kills it when the test
 // ends; every wait is bounded. Functions are called from the test's goroutine.
@@ -285,4 +286,33 @@ http {
 		return err == nil
 	})
 	return fmt.Sprintf("127.0.0.1:%d", port), filepath.Join(dir, "access.log")
+}
+
+// TCPPair returns two connected TCP connections on 127.0.0.1, both closed when the test ends.
+func TCPPair(t testing.TB) (client, server net.Conn) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			close(accepted)
+			return
+		}
+		accepted <- c
+	}()
+	client, err = net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	server = <-accepted
+	if server == nil {
+		t.Fatal("accept failed")
+	}
+	t.Cleanup(func() { _ = client.Close(); _ = server.Close() })
+	return client, server
 }
