@@ -438,24 +438,7 @@ func TestServeQuickFormL4(t *testing.T) {
 		}
 	})
 	t.Run("send-proxy and accept-proxy", func(t *testing.T) {
-		// The backend answers with the first line it received: the PROXY header.
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer ln.Close()
-		go func() {
-			for {
-				c, err := ln.Accept()
-				if err != nil {
-					return
-				}
-				line, _ := bufio.NewReader(c).ReadString('\n')
-				_, _ = io.WriteString(c, line)
-				c.Close()
-			}
-		}()
-		p := e2eStart(t, "serve", "--mode", "tcp", "--listen", "127.0.0.1:0", "--backend", ln.Addr().String(),
+		p := e2eStart(t, "serve", "--mode", "tcp", "--listen", "127.0.0.1:0", "--backend", firstLineBackend(t),
 			"--send-proxy", "v1", "--accept-proxy")
 		addr := e2eListeners(p)["tcp"][0]
 		c, err := net.Dial("tcp", addr)
@@ -781,28 +764,12 @@ routes:
 // saw it, so the address survives two proxies.
 func TestServeBehindHAProxy(t *testing.T) {
 	haproxy := peertest.Binary(t, "haproxy", "haproxy")
-	// The backend answers with the first line it received: the PROXY header.
-	be, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer be.Close()
-	go func() {
-		for {
-			c, err := be.Accept()
-			if err != nil {
-				return
-			}
-			line, _ := bufio.NewReader(c).ReadString('\n')
-			io.WriteString(c, line)
-			c.Close()
-		}
-	}()
+	be := firstLineBackend(t)
 	file := filepath.Join(t.TempDir(), "ballast.yaml")
 	e2eWriteFile(t, file, fmt.Sprintf(`
 listeners: [{name: front, address: "127.0.0.1:0", protocol: tcp, accept_proxy: true}]
 pools: [{name: p, send_proxy: v1, backends: [{address: %q}]}]
-`, be.Addr().String()))
+`, be))
 	p := e2eStart(t, "serve", "-c", file)
 	ballast := e2eListeners(p)["tcp"][0]
 	dir := peertest.Dir(t)
@@ -932,4 +899,27 @@ admin: {address: "127.0.0.1:0"}
 	if got := ask(raw); !strings.HasSuffix(got, "\r\n\r\nhello ") { // bytes pass as they are: no X-Forwarded-For
 		t.Errorf("tcp listener after trusting loopback: %q, want the backend's answer", got)
 	}
+}
+
+// firstLineBackend is a TCP backend that answers each connection with the first line it
+// received (a PROXY header, when one is sent) and closes it; it returns its address.
+func firstLineBackend(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			line, _ := bufio.NewReader(c).ReadString('\n')
+			_, _ = io.WriteString(c, line)
+			_ = c.Close()
+		}
+	}()
+	return ln.Addr().String()
 }
