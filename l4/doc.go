@@ -6,19 +6,20 @@
 //
 // # TCP
 //
-// TCP.Serve accepts connections on a listener. Per connection: the PROXY protocol header when
+// TCP.Serve accepts connections on a listener that lends its descriptor. Sockets are bare
+// descriptors from accept to close (sockio.Acceptor, sockio.Dial, the relay), made with raw
+// system calls that never wake the runtime's monitor thread (see sockio). Per connection: the PROXY protocol header when
 // TCPOptions.AcceptProxy is set (package proxyproto; missing or malformed → closed and
 // counted), the TLS ClientHello's server name when some route matches on SNI (read into a
 // bounded buffer and forwarded unchanged), the route, the pick (Pool.Acquire with the flow
 // hash as key, which may wait in the backlog), the connect within ConnectTimeout, and on a
 // failed connect a Release as failure and another pick that excludes the backends tried (safe:
-// nothing has reached a backend yet); the connect starts with a raw connect(2)
-// (sockio.ConnectFirst). Then the optional PROXY header to the backend, the bytes already read
+// nothing has reached a backend yet). Then the optional PROXY header to the backend, the bytes already read
 // from the client, and the process's sockio.Relay forwards both ways: the two sockets wait in
 // one of its epoll sets (one goroutine per P for all listeners) holding no goroutine, buffer or
 // pipe, short bursts move with raw non-blocking reads and writes, and a bulk transfer or a
 // blocked write hands the connection to sockio.Pipe's two goroutines (splice(2) of exactly the
-// queued bytes). A FIN in one direction is passed on with CloseWrite and the other direction
+// queued bytes). A FIN in one direction is passed on with a half-close and the other direction
 // keeps flowing; the connection ends when
 // both directions have ended, on an error in either, or after IdleTimeout without a byte either
 // way. The backend's slot is released when the connection ends, with the connect time as the

@@ -2,7 +2,6 @@ package l4
 
 import (
 	"ballast/config"
-	"net"
 	"time"
 
 	"ballast/proxyproto"
@@ -42,8 +41,6 @@ type Route struct {
 	// this route's pool.
 	ConnectTimeout  time.Duration
 	ConnectAttempts int
-
-	dialer *net.Dialer // with ConnectTimeout; nil = the proxy's
 }
 
 // TCPOptions are one TCP listener's settings.

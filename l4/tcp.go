@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"net/netip"
+	"os"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -42,9 +43,6 @@ func NewTable(routes []Route) (*Table, error) {
 			t.needSNI = true
 		}
 		t.routes[i].SNI = names
-		if r.ConnectTimeout > 0 {
-			t.routes[i].dialer = &net.Dialer{Timeout: r.ConnectTimeout, KeepAlive: -1, Control: sockio.ConnectFirst}
-		}
 	}
 	return t, nil
 }
@@ -115,7 +113,6 @@ type TCP struct {
 	opts    TCPOptions
 	table   atomic.Pointer[Table]
 	persist *persistTable
-	dialer  net.Dialer
 	relay   *sockio.Relay
 
 	counters sync.Map // *upstream.Backend → *backendCounters
@@ -126,7 +123,7 @@ type TCP struct {
 
 	// mu guards listeners; it is taken by Serve and Shutdown only.
 	mu        sync.Mutex
-	listeners map[net.Listener]struct{}
+	listeners map[net.Listener]*sockio.Acceptor
 	// The drain registry: open client connections, sharded so that accepting and closing
 	// connections take no listener-wide lock. open counts them; drained is closed when open
 	// reaches 0 after Shutdown began.
@@ -150,10 +147,11 @@ type connShard struct {
 }
 
 // tcpConn is a client connection in the drain registry, with its backend connection once
-// there is one.
+// there is one. Its descriptors are closed only after it left the registry, so kill never
+// shuts down a descriptor number that was closed and reused.
 type tcpConn struct {
-	c      *net.TCPConn
-	bc     atomic.Pointer[net.TCPConn]
+	fd     int
+	bfd    atomic.Int64 // the backend's descriptor; -1 = none yet
 	killed atomic.Bool
 }
 
@@ -162,19 +160,20 @@ type tcpConn struct {
 // descriptor under its owner. A connection still connecting sees killed once connected.
 func (tc *tcpConn) kill() {
 	tc.killed.Store(true)
-	for _, c := range [2]*net.TCPConn{tc.c, tc.bc.Load()} {
-		if c != nil {
-			_ = c.CloseRead()
-			_ = c.CloseWrite()
-		}
+	sockio.Shutdown(tc.fd)
+	if b := tc.bfd.Load(); b >= 0 {
+		sockio.Shutdown(int(b))
 	}
 }
+
+// acceptBatch bounds the connections one Accept takes before Serve checks for shutdown.
+const acceptBatch = 64
 
 // NewTCP builds a TCP proxy over t.
 func NewTCP(opts TCPOptions, t *Table) *TCP {
 	p := &TCP{
 		opts:      opts.withDefaults(),
-		listeners: make(map[net.Listener]struct{}),
+		listeners: make(map[net.Listener]*sockio.Acceptor),
 		drained:   make(chan struct{}),
 	}
 	for i := range p.registry {
@@ -182,12 +181,6 @@ func NewTCP(opts TCPOptions, t *Table) *TCP {
 	}
 	p.persist = newPersistTable(p.opts.MaxPersist)
 	p.relay = sharedRelay()
-	p.dialer.Timeout = p.opts.ConnectTimeout
-	// No TCP keep-alive probes on backend connections either (HAProxy's srvtcpka is off): the
-	// idle timeout ends dead connections, and the four setsockopt calls cost every connect.
-	p.dialer.KeepAlive = -1
-	// The handshake runs inside the first connect (loopback, local networks): see ConnectFirst.
-	p.dialer.Control = sockio.ConnectFirst
 	p.table.Store(t)
 	return p
 }
@@ -203,15 +196,25 @@ func (p *TCP) SetProxyTrust(t proxyproto.Trust) { p.proxyFrom.Store(&t) }
 // ErrClosed is returned by Serve after Shutdown.
 var ErrClosed = errors.New("l4: proxy shut down")
 
-// Serve accepts connections on ln until ln fails or Shutdown is called. Connections that are
-// not TCP are refused.
+// Serve accepts connections on ln until ln fails or Shutdown is called. ln must lend its
+// descriptor (syscall.Conn, as *net.TCPListener does): connections are accepted, forwarded and
+// closed as bare descriptors (sockio.Acceptor, sockio.Dial), never entering the net package.
 func (p *TCP) Serve(ln net.Listener) error {
+	sc, ok := ln.(syscall.Conn)
+	if !ok {
+		return errors.New("l4: the listener lends no descriptor")
+	}
+	acc, err := sockio.NewAcceptor(sc)
+	if err != nil {
+		return err
+	}
+	defer acc.Close()
 	p.mu.Lock()
 	if p.closing.Load() {
 		p.mu.Unlock()
 		return ErrClosed
 	}
-	p.listeners[ln] = struct{}{}
+	p.listeners[ln] = acc
 	p.mu.Unlock()
 	defer func() {
 		p.mu.Lock()
@@ -220,47 +223,48 @@ func (p *TCP) Serve(ln net.Listener) error {
 	}()
 	var backoff time.Duration
 	for {
-		c, err := ln.Accept()
-		if err != nil {
-			if p.closing.Load() {
-				return ErrClosed
-			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() || errors.Is(err, syscall.EMFILE) {
-				// Out of descriptors or the like: wait a little instead of spinning.
-				backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
-				time.Sleep(backoff)
-				continue
-			}
-			return err
-		}
-		backoff = 0
-		tc, ok := c.(*net.TCPConn)
-		if !ok {
-			_ = c.Close()
+		err := acc.Accept(acceptBatch, p.accept)
+		if err == nil {
+			backoff = 0
 			continue
 		}
-		conn, id, ok := p.track(tc)
-		if !ok {
-			_ = c.Close()
+		if p.closing.Load() {
+			return ErrClosed
+		}
+		var errno syscall.Errno
+		if errors.As(err, &errno) && (errno == syscall.EMFILE || errno == syscall.ENFILE || errno == syscall.ENOBUFS || errno == syscall.ENOMEM) {
+			// Out of descriptors or memory: wait a little instead of spinning.
+			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+			time.Sleep(backoff)
 			continue
 		}
-		p.accepted.Add(1)
-		go p.handle(conn, id)
+		return err
 	}
+}
+
+// accept takes an accepted client connection into the registry and serves it.
+func (p *TCP) accept(fd int, peer netip.AddrPort) {
+	tc, id, ok := p.track(fd)
+	if !ok {
+		sockio.Close(fd)
+		return
+	}
+	p.accepted.Add(1)
+	go p.handle(tc, id, peer)
 }
 
 // track registers a client connection for Shutdown; false once shutting down. The counter is
 // raised before closing is read and Shutdown sets closing before it reads the counter, so one
 // of the two always sees the other.
-func (p *TCP) track(c *net.TCPConn) (*tcpConn, uint64, bool) {
+func (p *TCP) track(fd int) (*tcpConn, uint64, bool) {
 	p.open.Add(1)
 	id := p.seq.Add(1)
 	if p.closing.Load() {
 		p.untrack(id)
 		return nil, 0, false
 	}
-	tc := &tcpConn{c: c}
+	tc := &tcpConn{fd: fd}
+	tc.bfd.Store(-1)
 	s := &p.registry[id%connShards]
 	s.mu.Lock()
 	s.m[id] = tc
@@ -285,8 +289,9 @@ func (p *TCP) untrack(id uint64) {
 func (p *TCP) Shutdown(ctx context.Context) error {
 	p.closing.Store(true)
 	p.mu.Lock()
-	for ln := range p.listeners {
+	for ln, acc := range p.listeners {
 		_ = ln.Close()
+		_ = acc.Close()
 	}
 	p.mu.Unlock()
 	if p.open.Load() == 0 {
@@ -345,69 +350,53 @@ func (p *TCP) countersFor(b *upstream.Backend) *backendCounters {
 
 // handle serves one client connection: it reads what routing needs, connects, and hands
 // both connections to the relay, whose Done ends the connection's accounting.
-func (p *TCP) handle(tc *tcpConn, id uint64) {
+func (p *TCP) handle(tc *tcpConn, id uint64, peer netip.AddrPort) {
 	p.active.Add(1)
-	if !p.forward(tc, id) {
-		_ = tc.c.Close()
-		p.untrack(id)
+	if !p.forward(tc, id, peer) {
+		p.untrack(id) // first: Shutdown's kill no longer reaches the descriptors
+		sockio.Close(tc.fd)
+		if b := tc.bfd.Load(); b >= 0 {
+			sockio.Close(int(b))
+		}
 		p.active.Add(-1)
 	}
 }
 
-// forward takes the connection up to the relay; false when it ended before.
-func (p *TCP) forward(tc *tcpConn, id uint64) bool {
-	c := tc.c
-	src, dst := addrPort(c.RemoteAddr()), addrPort(c.LocalAddr())
-	var prefix []byte // client bytes read before forwarding starts
+// forward takes the connection up to the relay; false when it ended before (handle closes
+// its descriptors).
+func (p *TCP) forward(tc *tcpConn, id uint64, src netip.AddrPort) bool {
+	var dst netip.AddrPort // the listener's address, read when needed
+	var prefix []byte      // client bytes read before forwarding starts
 	t := p.table.Load()
-	if p.opts.AcceptProxy || t.needSNI {
-		_ = c.SetReadDeadline(time.Now().Add(p.opts.HandshakeTimeout))
-	}
-	if p.opts.AcceptProxy {
-		if !p.proxyFrom.Load().Allows(src.Addr()) {
-			p.proxyRefused.Add(1) // an untrusted peer could claim any client address
-			return false
-		}
-		h, rest, err := proxyproto.Read(c, make([]byte, 0, 512))
-		if err != nil {
-			p.proxyRefused.Add(1)
-			return false
-		}
-		if h.HasAddrs() {
-			src, dst = h.Src, h.Dst
-		}
-		prefix = rest
-	}
 	name := ""
-	if t.needSNI {
-		var err error
-		prefix, name, err = readHello(c, prefix)
-		var ne net.Error
-		switch {
-		case err == nil, err == errNotHello:
-		case len(prefix) == 0 && errors.As(err, &ne) && ne.Timeout():
-			// Silent: perhaps a protocol where the server speaks first. Only a route
-			// without SNI can take it.
-		default:
-			p.noRoute.Add(1) // the client went away, or stalled inside its ClientHello
+	if p.opts.AcceptProxy || t.needSNI {
+		var ok bool
+		if src, dst, prefix, name, ok = p.handshake(tc, t, src); !ok {
 			return false
 		}
-	}
-	if p.opts.AcceptProxy || t.needSNI {
-		_ = c.SetReadDeadline(time.Time{})
 	}
 	r := t.route(name)
 	if r == nil {
 		p.noRoute.Add(1)
 		return false
 	}
-	b, bc, connectTime := p.connect(r, src, dst)
-	if bc == nil {
+	if !dst.IsValid() && (r.Key == KeyFlow || r.SendProxy != 0) {
+		dst = sockio.LocalAddr(tc.fd)
+	}
+	b, bfd, connectTime := p.connect(r, src, dst)
+	if bfd < 0 {
 		p.noBackend.Add(1)
 		return false
 	}
+	// Stored before killed is read, as kill stores killed before it reads bfd: a Shutdown
+	// racing with this connect either sees bfd or is seen here.
+	tc.bfd.Store(int64(bfd))
 	bcnt := p.countersFor(b)
 	bcnt.conns.Add(1)
+	if tc.killed.Load() {
+		r.Pool.Release(b, connectTime, false)
+		return false
+	}
 	bcnt.active.Add(1)
 	done := func(idled bool) {
 		if idled {
@@ -415,50 +404,76 @@ func (p *TCP) forward(tc *tcpConn, id uint64) bool {
 		}
 		r.Pool.Release(b, connectTime, false)
 		bcnt.active.Add(-1)
-		p.untrack(id)
+		p.untrack(id) // before the relay closes the descriptors
 		p.active.Add(-1)
 	}
-	drop := func() bool {
-		_ = bc.Close()
-		r.Pool.Release(b, connectTime, false)
-		bcnt.active.Add(-1)
-		return false
-	}
-	// Stored before killed is read, as kill stores killed before it reads bc: a Shutdown
-	// racing with this connect either sees bc or is seen here.
-	tc.bc.Store(bc)
-	if tc.killed.Load() {
-		return drop()
-	}
+	var out []byte
 	if r.SendProxy != 0 || len(prefix) > 0 {
-		var out []byte
 		if r.SendProxy != 0 {
 			out = proxyproto.Header{Version: r.SendProxy, Transport: proxyproto.TCP, Src: src, Dst: dst}.Append(make([]byte, 0, 64+len(prefix)))
 		}
 		out = append(out, prefix...)
-		_ = bc.SetWriteDeadline(time.Now().Add(p.opts.IdleTimeout))
-		if _, err := bc.Write(out); err != nil {
-			return drop()
-		}
-		_ = bc.SetWriteDeadline(time.Time{}) // the pipe sets none: see sockio.Pipe
 		bcnt.bytesIn.Add(uint64(len(prefix)))
 	}
-	p.relay.Forward(sockio.RelayFlow{A: c, B: bc, Idle: p.opts.IdleTimeout, AB: &bcnt.bytesIn, BA: &bcnt.bytesOut, Done: done})
+	p.relay.Forward(sockio.RelayFlow{A: tc.fd, B: bfd, Prefix: out, Idle: p.opts.IdleTimeout, AB: &bcnt.bytesIn, BA: &bcnt.bytesOut, Done: done})
 	return true
 }
 
+// handshake reads what routing needs before a backend is chosen: the PROXY header (which
+// replaces the addresses) and the TLS ClientHello's server name, within HandshakeTimeout. The
+// reads wait in the runtime's poller through a lent duplicate of the client's descriptor.
+// prefix is what was read beyond the PROXY header, to forward unchanged.
+func (p *TCP) handshake(tc *tcpConn, t *Table, src netip.AddrPort) (_, dst netip.AddrPort, prefix []byte, name string, ok bool) {
+	if p.opts.AcceptProxy && !p.proxyFrom.Load().Allows(src.Addr()) {
+		p.proxyRefused.Add(1) // an untrusted peer could claim any client address
+		return src, dst, nil, "", false
+	}
+	c, err := sockio.Lend(tc.fd)
+	if err != nil {
+		p.noRoute.Add(1)
+		return src, dst, nil, "", false
+	}
+	defer c.Close()
+	_ = c.SetReadDeadline(time.Now().Add(p.opts.HandshakeTimeout))
+	if p.opts.AcceptProxy {
+		h, rest, err := proxyproto.Read(c, make([]byte, 0, 512))
+		if err != nil {
+			p.proxyRefused.Add(1)
+			return src, dst, nil, "", false
+		}
+		if h.HasAddrs() {
+			src, dst = h.Src, h.Dst
+		}
+		prefix = rest
+	}
+	if t.needSNI {
+		prefix, name, err = readHello(c, prefix)
+		switch {
+		case err == nil, err == errNotHello:
+		case len(prefix) == 0 && errors.Is(err, os.ErrDeadlineExceeded):
+			// Silent: perhaps a protocol where the server speaks first. Only a route
+			// without SNI can take it.
+		default:
+			p.noRoute.Add(1) // the client went away, or stalled inside its ClientHello
+			return src, dst, nil, "", false
+		}
+	}
+	return src, dst, prefix, name, true
+}
+
 // connect picks a backend and connects to it, trying other backends after a failed connect.
-// It returns the backend, the connection (nil when none could be had) and the connect time.
-func (p *TCP) connect(r *Route, src, dst netip.AddrPort) (*upstream.Backend, *net.TCPConn, time.Duration) {
+// It returns the backend, the connected descriptor (-1 when none could be had) and the
+// connect time.
+func (p *TCP) connect(r *Route, src, dst netip.AddrPort) (*upstream.Backend, int, time.Duration) {
 	var key uint64
 	if r.Key == KeyFlow {
 		key = uint64(balance.FlowHash(src.Addr(), dst.Addr(), src.Port(), dst.Port(), 6))
 	} else {
 		key = uint64(balance.SourceHash(src.Addr()))
 	}
-	dialer, attempts := &p.dialer, p.opts.ConnectAttempts
-	if r.dialer != nil {
-		dialer = r.dialer
+	timeout, attempts := p.opts.ConnectTimeout, p.opts.ConnectAttempts
+	if r.ConnectTimeout > 0 {
+		timeout = r.ConnectTimeout
 	}
 	if r.ConnectAttempts > 0 {
 		attempts = min(r.ConnectAttempts, config.MaxAttempts) // balance.Tried holds 7 backends
@@ -476,17 +491,22 @@ func (p *TCP) connect(r *Route, src, dst netip.AddrPort) (*upstream.Backend, *ne
 			b, err = r.Pool.Acquire(key, tried)
 		}
 		if err != nil {
-			return nil, nil, 0
+			return nil, -1, 0
 		}
 		start := time.Now()
-		nc, err := dialer.Dial("tcp", b.Address)
+		var fd int
+		if ap, ok := b.AddrPort(); ok {
+			fd, err = sockio.Dial(ap, timeout)
+		} else {
+			fd, err = sockio.DialName(b.Address, timeout)
+		}
 		d := time.Since(start)
 		if err == nil {
 			if r.Persistence > 0 {
 				now := time.Now().UnixNano()
 				p.persist.put(r.Pool.Name, src.Addr(), b.ID, now+int64(r.Persistence), now)
 			}
-			return b, nc.(*net.TCPConn), d
+			return b, fd, d
 		}
 		p.countersFor(b).connectFailures.Add(1)
 		r.Pool.Release(b, d, true)
@@ -495,7 +515,7 @@ func (p *TCP) connect(r *Route, src, dst netip.AddrPort) (*upstream.Backend, *ne
 			tried.Add(i)
 		}
 	}
-	return nil, nil, 0
+	return nil, -1, 0
 }
 
 // acquirePersistent acquires the backend src used last in r's pool while it is usable, by a

@@ -504,3 +504,48 @@ func TestTCPIdleHoldsNoPipe(t *testing.T) {
 		t.Fatalf("bulk echo: %d of %d bytes, equal %v, %v", len(back), len(big), bytes.Equal(back, big), err)
 	}
 }
+
+// TestTCPIPv6AndHostName: an IPv6 listener reports the client's and its own IPv6 addresses (the
+// raw accept's and getsockname's, in the PROXY header), and a backend named by a host name is
+// dialled through the resolver.
+func TestTCPIPv6AndHostName(t *testing.T) {
+	ln, err := net.Listen("tcp", "[::1]:0")
+	if err != nil {
+		t.Skipf("no IPv6 loopback: %v", err)
+	}
+	got := make(chan []byte, 1)
+	be := tcpServer(t, func(c *net.TCPConn) {
+		b, _ := io.ReadAll(c)
+		got <- b
+	})
+	_, port, _ := net.SplitHostPort(be)
+	tab, err := NewTable([]Route{{Pool: newPool(t, "p", "leastconn", 0, 0, "localhost:"+port), SendProxy: proxyproto.V1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := NewTCP(TCPOptions{}, tab)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = p.Serve(ln)
+	}()
+	t.Cleanup(func() {
+		ctx, cancel := contextWithTimeout(5 * time.Second)
+		defer cancel()
+		_ = p.Shutdown(ctx)
+		<-done
+	})
+	c := dialTCP(t, ln.Addr().String())
+	io.WriteString(c, "v6")
+	c.CloseWrite()
+	cl, pr := c.LocalAddr().(*net.TCPAddr), c.RemoteAddr().(*net.TCPAddr)
+	want := fmt.Sprintf("PROXY TCP6 ::1 ::1 %d %d\r\nv6", cl.Port, pr.Port)
+	select {
+	case b := <-got:
+		if string(b) != want {
+			t.Fatalf("backend got %q\nwant %q", b, want)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("backend got nothing")
+	}
+}

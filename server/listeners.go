@@ -2,10 +2,12 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"reflect"
 	"sync"
+	"syscall"
 
 	"ballast/config"
 )
@@ -53,6 +55,15 @@ type onceCloseListener struct {
 func (l *onceCloseListener) Close() error {
 	l.once.Do(func() { l.err = l.Listener.Close() })
 	return l.err
+}
+
+// SyscallConn lends the listening socket's descriptor (the L4 proxy accepts with raw calls).
+func (l *onceCloseListener) SyscallConn() (syscall.RawConn, error) {
+	sc, ok := l.Listener.(syscall.Conn)
+	if !ok {
+		return nil, errors.ErrUnsupported
+	}
+	return sc.SyscallConn()
 }
 
 // listenerKey identifies a listener across reloads: same name and same configured address.

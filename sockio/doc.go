@@ -2,8 +2,9 @@
 // system calls that keep the calling goroutine's P (see IO for why), and arms read deadlines
 // lazily (Conn). The HTTP plane uses it for client and backend connections, and parks idle
 // keep-alive clients in a Poller (one epoll set for all of them) instead of a goroutine each.
-// The L4 proxy connects with ConnectFirst and forwards established connections through a
-// Relay (one epoll set and goroutine per P), which hands bulk or blocked pairs to Pipe.
+// The L4 proxy holds its sockets as bare descriptors from accept (Acceptor) and connect (Dial)
+// to close, and forwards established connections through a Relay (one epoll set and goroutine
+// per P), which hands bulk or blocked pairs to Pipe.
 //
 // # Contract
 //
@@ -16,7 +17,11 @@
 // must not block, and owns the woken connection from then on. A parked connection must not be read, written
 // or closed by anyone else until it is woken (Close on the Poller closes it).
 //
-// Relay: Forward is safe for concurrent use; the relay owns the pair from Forward until Done
-// has run (only CloseRead and CloseWrite may be called on its connections meanwhile); Done
-// runs once, in a goroutine of the relay's, and must not block for long.
+// Relay: Forward is safe for concurrent use; the relay owns the pair's descriptors from
+// Forward on (only Shutdown may be called on them meanwhile) and closes them right after Done,
+// which runs once, in a goroutine of the relay's, and must not block for long.
+//
+// Acceptor: Accept is for one goroutine at a time; Close may be called from any. Dial, Close,
+// Shutdown, LocalAddr and Write are safe for concurrent use on different descriptors. Off
+// Linux, Acceptor and Dial fail with errors.ErrUnsupported (the L4 TCP proxy is Linux-only).
 package sockio

@@ -77,8 +77,10 @@ type pipeState struct {
 	poked  [2]uint64 // owned by the direction's goroutine
 	idled  atomic.Bool
 	// ended and pending are how a Relay hands a flow over: a direction that has already
-	// passed its FIN on, and bytes read that its destination has yet to take.
+	// passed its FIN on, and bytes read that its destination has yet to take. prefix is
+	// written before pending and not counted (RelayFlow.Prefix).
 	ended   [2]bool
+	prefix  [2][]byte
 	pending [2][]byte
 }
 
@@ -106,6 +108,13 @@ func (s *pipeState) copy(d int, bytes *atomic.Uint64) error {
 	defer s.quiet[d].Store(true)
 	if s.ended[d] {
 		return nil
+	}
+	if p := s.prefix[d]; len(p) > 0 {
+		s.prefix[d] = nil
+		if _, err := dst.Write(p); err != nil {
+			return err
+		}
+		s.last[d].Store(time.Now().UnixNano())
 	}
 	if p := s.pending[d]; len(p) > 0 {
 		s.pending[d] = nil

@@ -50,10 +50,11 @@ type relayShard struct {
 type relayFlow struct {
 	RelayFlow
 	id    uint64
-	fd    [2]int  // A's and B's descriptors: open until the flow ends (Forward's contract)
-	ended [2]bool // direction d (reading side d) has passed its FIN on
-	last  int64   // unix nanoseconds of the last byte moved either way
-	over  bool    // ended or handed over: later events in the same batch are stale
+	fd    [2]int          // A's and B's descriptors: open until the flow ends (Forward's contract)
+	ended [2]bool         // direction d (reading side d) has passed its FIN on
+	last  int64           // unix nanoseconds of the last byte moved either way
+	over  bool            // ended or handed over: later events in the same batch are stale
+	conns [2]*net.TCPConn // Pipe's duplicates of A and B, once handed over
 }
 
 // NewRelay starts a Relay with one shard per P. If the system refuses an epoll set, the Relay
@@ -82,26 +83,26 @@ func newRelayShard() (*relayShard, error) {
 }
 
 // Forward hands f.A and f.B to the relay, which owns them from now on: nobody else may read,
-// write or close them (a half-close through CloseRead or CloseWrite is allowed: the relay
-// sees it as the end of that direction) until Done has run. Nothing may be buffered above
-// either socket.
+// write or close them (Shutdown is allowed: the relay sees it as the end of both directions)
+// until Done has run, after which the relay closes them.
 func (r *Relay) Forward(f RelayFlow) {
+	fl := &relayFlow{RelayFlow: f, fd: [2]int{f.A, f.B}, last: time.Now().UnixNano()}
 	if len(r.shards) == 0 {
-		go f.pipe()
+		go fl.pipeAll(f.Prefix, 0, nil)
 		return
 	}
-	fl := &relayFlow{RelayFlow: f, last: time.Now().UnixNano()}
-	for i, c := range [2]*net.TCPConn{f.A, f.B} {
-		rc, err := c.SyscallConn()
-		if err == nil {
-			err = rc.Control(func(fd uintptr) { fl.fd[i] = int(fd) })
-		}
+	s := r.shards[r.next.Add(1)%uint32(len(r.shards))]
+	if len(f.Prefix) > 0 {
+		w, err := Write(f.B, f.Prefix)
 		if err != nil {
 			go fl.finish(false)
 			return
 		}
+		if w < len(f.Prefix) { // the backend cannot take it all yet: Pipe waits
+			go fl.pipeAll(f.Prefix[w:], 0, nil)
+			return
+		}
 	}
-	s := r.shards[r.next.Add(1)%uint32(len(r.shards))]
 	s.mu.Lock()
 	fl.id = s.next
 	s.next++
@@ -251,9 +252,14 @@ func (s *relayShard) end(fl *relayFlow, idled bool) {
 }
 
 func (fl *relayFlow) finish(idled bool) {
-	_ = fl.A.Close()
-	_ = fl.B.Close()
 	fl.Done(idled)
+	for _, c := range fl.conns {
+		if c != nil {
+			_ = c.Close()
+		}
+	}
+	Close(fl.A)
+	Close(fl.B)
 }
 
 // handOver gives fl to Pipe's goroutines, with pending (the bytes read from side d that its
@@ -265,12 +271,25 @@ func (s *relayShard) handOver(fl *relayFlow, d int, pending []byte) {
 			_ = s.ctl(syscall.EPOLL_CTL_DEL, fl, side)
 		}
 	}
-	ps := &pipeState{c: [2]*net.TCPConn{fl.A, fl.B}, idle: fl.Idle, ended: fl.ended}
-	ps.pending[d] = append([]byte(nil), pending...)
-	go func() {
-		idled := ps.run(fl.AB, fl.BA)
-		fl.finish(idled)
-	}()
+	go fl.pipeAll(nil, d, append([]byte(nil), pending...))
+}
+
+// pipeAll runs fl in Pipe's goroutines until it ends, writing prefix to B and pending (read
+// from side d) to the other side first. Pipe waits in the runtime's poller, so it works on
+// duplicates of the descriptors.
+func (fl *relayFlow) pipeAll(prefix []byte, d int, pending []byte) {
+	for side := range 2 {
+		c, err := netConn(fl.fd[side])
+		if err != nil {
+			fl.finish(false)
+			return
+		}
+		fl.conns[side] = c
+	}
+	ps := &pipeState{c: fl.conns, idle: fl.Idle, ended: fl.ended}
+	ps.prefix[0] = prefix
+	ps.pending[d] = pending
+	fl.finish(ps.run(fl.AB, fl.BA))
 }
 
 // sweep ends the flows idle for their timeout and arms the next sweep while any flow has a

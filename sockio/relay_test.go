@@ -6,9 +6,11 @@ import (
 	"bytes"
 	"io"
 	"net"
+	"net/netip"
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -19,9 +21,10 @@ var testRelay = sync.OnceValue(NewRelay)
 // relayed is a client ↔ relay ↔ backend chain over loopback sockets; a and b are the relay's
 // ends.
 type relayed struct {
-	client, a, b, backend *net.TCPConn
-	ab, ba                atomic.Uint64
-	done                  chan bool // Done's idled
+	client, backend *net.TCPConn
+	a, b            int // the relay's descriptors: a accepted by Accept, b connected by Dial
+	ab, ba          atomic.Uint64
+	done            chan bool // Done's idled
 }
 
 func relay(t *testing.T, idle time.Duration) *relayed {
@@ -32,18 +35,23 @@ func relay(t *testing.T, idle time.Duration) *relayed {
 // relayWith lets setup adjust the sockets before the relay takes them.
 func relayWith(t *testing.T, idle time.Duration, setup func(*relayed)) *relayed {
 	t.Helper()
+	return relayPrefix(t, idle, nil, setup)
+}
+
+func relayPrefix(t *testing.T, idle time.Duration, prefix []byte, setup func(*relayed)) *relayed {
+	t.Helper()
 	x := &relayed{done: make(chan bool, 1)}
-	x.client, x.a = ownedPair(t)
-	x.backend, x.b = ownedPair(t)
+	x.client, x.a = acceptedPair(t)
+	x.backend, x.b = dialedPair(t)
 	setup(x)
-	testRelay().Forward(RelayFlow{A: x.a, B: x.b, Idle: idle, AB: &x.ab, BA: &x.ba,
+	testRelay().Forward(RelayFlow{A: x.a, B: x.b, Prefix: prefix, Idle: idle, AB: &x.ab, BA: &x.ba,
 		Done: func(idled bool) { x.done <- idled }})
 	return x
 }
 
-// ownedPair is a connected pair whose second end is left to the relay: only the peer is
-// closed when the test ends.
-func ownedPair(t *testing.T) (peer, own *net.TCPConn) {
+// acceptedPair connects a client to a loopback listener whose end Accept takes as a bare
+// descriptor, left to the relay: only the client is closed when the test ends.
+func acceptedPair(t *testing.T) (peer *net.TCPConn, own int) {
 	t.Helper()
 	ln, err := net.ListenTCP("tcp", &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)})
 	if err != nil {
@@ -55,9 +63,34 @@ func ownedPair(t *testing.T) (peer, own *net.TCPConn) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = peer.Close() })
-	if own, err = ln.AcceptTCP(); err != nil {
+	a, err := NewAcceptor(ln)
+	if err != nil {
 		t.Fatal(err)
 	}
+	defer a.Close()
+	own = -1
+	if err := a.Accept(1, func(fd int, _ netip.AddrPort) { own = fd }); err != nil || own < 0 {
+		t.Fatalf("Accept: %v (fd %d)", err, own)
+	}
+	return peer, own
+}
+
+// dialedPair is a descriptor connected by Dial to a loopback listener, and the listener's end.
+func dialedPair(t *testing.T) (peer *net.TCPConn, own int) {
+	t.Helper()
+	ln, err := net.ListenTCP("tcp", &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	own, err = Dial(ln.Addr().(*net.TCPAddr).AddrPort(), 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if peer, err = ln.AcceptTCP(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = peer.Close() })
 	return peer, own
 }
 
@@ -135,6 +168,28 @@ func TestRelayHalfClose(t *testing.T) {
 	}
 }
 
+// TestRelayPrefix: the prefix reaches the backend before the client's bytes and is not
+// counted; a prefix larger than the backend's socket takes at once goes through Pipe.
+func TestRelayPrefix(t *testing.T) {
+	for _, size := range []int{5, 8 << 20} {
+		prefix := pattern(size)
+		x := relayPrefix(t, time.Minute, prefix, func(*relayed) {})
+		x.client.Write([]byte("after"))
+		x.client.CloseWrite()
+		_ = x.backend.SetReadDeadline(time.Now().Add(20 * time.Second))
+		got, err := io.ReadAll(x.backend)
+		if want := append(append([]byte(nil), prefix...), "after"...); err != nil || !bytes.Equal(got, want) {
+			t.Fatalf("prefix %d: backend got %d bytes (%v), want %d: the prefix, then the client's", size, len(got), err, len(want))
+		}
+		x.backend.CloseWrite()
+		readEOF(t, x.client)
+		x.wait(t)
+		if x.ab.Load() != 5 {
+			t.Fatalf("prefix %d: counted %d client bytes, want 5", size, x.ab.Load())
+		}
+	}
+}
+
 // TestRelayHandsOverBulk: a burst larger than the buffer goes on through Pipe's goroutines
 // (splice) with nothing lost or reordered, and the half-close still passes afterwards.
 func TestRelayHandsOverBulk(t *testing.T) {
@@ -168,7 +223,9 @@ func TestRelaySlowReceiver(t *testing.T) {
 		// A small send buffer towards the client: the relay's writes fall short once the
 		// client's receive window is full. (A receive buffer below the loopback MSS would
 		// stall any TCP sender on window probes instead.)
-		x.a.SetWriteBuffer(4096)
+		if err := syscall.SetsockoptInt(x.a, syscall.SOL_SOCKET, syscall.SO_SNDBUF, 4096); err != nil {
+			t.Fatal(err)
+		}
 	})
 	data := pattern(2 << 20)
 	sent := make(chan error, 1)
@@ -240,10 +297,8 @@ func TestRelayShutdownSockets(t *testing.T) {
 	x := relay(t, time.Minute)
 	x.client.Write([]byte("a"))
 	readN(t, x.backend, 1)
-	for _, c := range []*net.TCPConn{x.a, x.b} {
-		c.CloseRead()
-		c.CloseWrite()
-	}
+	Shutdown(x.a)
+	Shutdown(x.b)
 	if x.wait(t) {
 		t.Fatal("reported idle")
 	}
