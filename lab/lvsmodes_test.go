@@ -30,7 +30,8 @@ func TestLVSModesQuick(t *testing.T) {
 		t.Fatal(err)
 	}
 	d.Close()
-	rep, err := Run(context.Background(), "lvs-modes", Options{Ballast: ballastBin, Quick: true})
+	// Two rounds: the goal modes' throughput runs repeat once more, interleaved.
+	rep, err := Run(context.Background(), "lvs-modes", Options{Ballast: ballastBin, Quick: true, Reps: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,6 +55,29 @@ func TestLVSModesQuick(t *testing.T) {
 			if r.Detail.Requests != 3000 {
 				t.Errorf("%s: %d requests, want 3000", r.Algorithm, r.Detail.Requests)
 			}
+		}
+	}
+	for m := range lvsRoundModes {
+		if runs := thr[m].Detail.Runs; len(runs) != 2 {
+			t.Errorf("%s: throughput row from %d runs %v, want 2 rounds", m, len(runs), runs)
+		}
+		note := "rounds: " + m + ": "
+		found := false
+		for _, n := range rep.Notes {
+			if strings.HasPrefix(n, note) && strings.Count(n, "req/s") == 2 && (m == "direct" || strings.Contains(n, "of that round's direct")) {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("no note %q with both rounds: %q", note, rep.Notes)
+		}
+	}
+	if runs := thr["xdp-nat"].Detail.Runs; len(runs) != 1 {
+		t.Errorf("xdp-nat: %d runs, want 1 (not a round mode)", len(runs))
+	}
+	for _, m := range []string{"xdp-dr", "xdp-tun"} {
+		if !strings.Contains(strings.Join(rep.Notes, "\n"), "goal "+m+" ≥ 95% of direct: ") || !strings.Contains(strings.Join(rep.Notes, "\n"), "median of 2 interleaved rounds") {
+			t.Errorf("no verdict for %s from the rounds: %q", m, rep.Notes)
 		}
 	}
 	for _, m := range []string{"direct", "l7", "xdp-dr", "kernel-fwd", "xdp-tun", "xdp-nat"} {
