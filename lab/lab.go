@@ -30,7 +30,7 @@ type Options struct {
 	// Quick shrinks counts, durations and sleeps so that a scenario ends within about 30 s.
 	Quick bool
 	// Reps is how many times the interleaved comparisons (backend-count, peers) repeat; the
-	// rows report medians. 0 means 3, or 1 with Quick.
+	// rows report medians; lvs-modes repeats its goal modes' throughput runs that many times. 0 means 3, or 1 with Quick.
 	Reps int
 	// Log, when set, gets one line per load as the scenario proceeds.
 	Log io.Writer

@@ -22,7 +22,7 @@ func runLab(args []string, stdout, stderr io.Writer) int {
 	asJSON := fs.Bool("json", false, "print the results as JSON instead of a table")
 	out := fs.String("out", "", "write results.json, details.json and SVG charts into `dir` (dir/NAME for all)")
 	quick := fs.Bool("quick", false, "shrink counts, durations and sleeps so that each scenario takes under 30 s")
-	reps := fs.Int("reps", 0, "repetitions of the interleaved comparisons (backend-count, peers); 0 = 3, or 1 with --quick")
+	reps := fs.Int("reps", 0, "repetitions of the interleaved comparisons (backend-count, peers, lvs-modes' throughput rounds); 0 = 3, or 1 with --quick")
 	bin := fs.String("ballast", "", "ballast `binary` to run as the proxy and as backends (default: this one)")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, `usage: ballast lab NAME [--json] [--out DIR] [--quick]
