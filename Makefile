@@ -34,5 +34,5 @@ fuzz-smoke:
 # differs from what is committed. Needs clang, llvm and libbpf-dev; skipped without clang.
 bpf-check:
 	@if ! command -v clang >/dev/null; then echo "bpf-check: no clang, skipped"; exit 0; fi; \
-	 $(GO) generate ./director ./realserver && \
-	 git diff --exit-code -- 'director/*_bpfel.*' 'realserver/*_bpfel.*'
+	 $(GO) generate ./director ./realserver ./lab && \
+	 git diff --exit-code -- 'director/*_bpfel.*' 'realserver/*_bpfel.*' 'lab/*_bpfel.*'

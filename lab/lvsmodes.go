@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"net/netip"
 	"os"
@@ -16,6 +17,8 @@ import (
 	"time"
 
 	"github.com/cilium/ebpf"
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
 
 	"ballast/admin"
 	"ballast/internal/netlab"
@@ -39,7 +42,10 @@ type lvsMode struct {
 	name string
 	// start brings the mode up and returns the URL the client loads and a stop function.
 	start func(ctx context.Context) (url string, stop func(), err error)
-	xdp   bool
+	xdp   bool // Ballast's XDP director: its counters and program are read per throughput run
+	// program, when set, is the XDP program whose run time per packet the throughput run
+	// reads (a mode without Ballast's director).
+	program func() *ebpf.Program
 }
 
 // lvsRun is the state of one lvs-modes run.
@@ -93,6 +99,7 @@ func runLVSModes(ctx context.Context, o Options, r *Report) error {
 	direct := netlab.RealIP(0).String() + ":80"
 	reals := []string{netlab.RealIP(0).String() + ":80", netlab.RealIP(1).String() + ":80"}
 	vip := netlab.VIP.String() + ":80"
+	var least *ebpf.Program // xdp-least's, while it runs
 	modes := []lvsMode{
 		{name: "direct", start: func(context.Context) (string, func(), error) {
 			closeReals()
@@ -128,6 +135,29 @@ func runLVSModes(ctx context.Context, o Options, r *Report) error {
 			}
 			stop, err := run.kernelForwarding()
 			return "http://" + vip + "/", stop, err
+		}},
+		// The least DR program possible (bpf/leastdr.c: two MAC rewrites and XDP_TX, every
+		// flow to real server 0, no map) on the director's eth0: what any DR program costs per
+		// packet in this place before it does a director's work. A reference only.
+		{name: "xdp-least", program: func() *ebpf.Program { return least }, start: func(context.Context) (string, func(), error) {
+			closeReals()
+			if err := run.realServers(&rs, realserver.DR); err != nil {
+				return "", nil, err
+			}
+			realMAC, err := run.mac(run.lab.Reals[0].NS)
+			if err != nil {
+				return "", nil, err
+			}
+			ownMAC, err := run.mac(run.lab.Director.NS)
+			if err != nil {
+				return "", nil, err
+			}
+			prog, detach, err := attachLeastDR(run.lab.In, run.lab.Director.NS, netip.AddrPortFrom(netlab.VIP, 80), realMAC, ownMAC)
+			if err != nil {
+				return "", nil, err
+			}
+			least = prog
+			return "http://" + vip + "/", func() { detach(); least = nil }, nil
 		}},
 		{name: "xdp-tun", xdp: true, start: func(ctx context.Context) (string, func(), error) {
 			closeReals()
@@ -211,6 +241,19 @@ func runLVSModes(ctx context.Context, o Options, r *Report) error {
 	r.Notes = append(r.Notes, lvsVerdicts(byMode, rounds, directRPS)...)
 	r.charts = lvsCharts
 	return nil
+}
+
+// mac returns the Ethernet address of eth0 in the namespace ns.
+func (run *lvsRun) mac(ns netns.NsHandle) (net.HardwareAddr, error) {
+	var hw net.HardwareAddr
+	err := run.lab.In(ns, func() error {
+		l, err := netlink.LinkByName("eth0")
+		if err == nil {
+			hw = l.Attrs().HardwareAddr
+		}
+		return err
+	})
+	return hw, err
 }
 
 // realServers prepares every real server for DR or TUN (VIP on lo, ARP sysctls, decap).
@@ -416,9 +459,14 @@ func (run *lvsRun) throughput(ctx context.Context, m lvsMode, url string, n int6
 		if id, err := run.lab.XDPProgram(run.lab.Director.NS); err == nil && id != 0 {
 			if prog, err = ebpf.NewProgramFromID(ebpf.ProgramID(id)); err == nil {
 				defer prog.Close()
-				ps0, _ = prog.Stats()
 			}
 		}
+	}
+	if m.program != nil {
+		prog = m.program()
+	}
+	if prog != nil {
+		ps0, _ = prog.Stats()
 	}
 	dirRx0, _, err1 := run.lab.Traffic(run.lab.Director.NS)
 	_, cliTx0, err2 := run.lab.Traffic(run.lab.Client.NS)
@@ -448,10 +496,10 @@ func (run *lvsRun) throughput(ctx context.Context, m lvsMode, url string, n int6
 		}
 		row.Detail.DirectorPacketsPerReq = float64(after.Packets-before.Packets) / req
 		row.Detail.DirectorBytesPerReq = float64(after.Bytes-before.Bytes) / req
-		if ps0 != nil {
-			if ps1, err := prog.Stats(); err == nil && ps1.RunCount > ps0.RunCount && ps1.Runtime > 0 {
-				row.Detail.ProgNsPerPacket = float64(ps1.Runtime-ps0.Runtime) / float64(ps1.RunCount-ps0.RunCount)
-			}
+	}
+	if ps0 != nil {
+		if ps1, err := prog.Stats(); err == nil && ps1.RunCount > ps0.RunCount && ps1.Runtime > 0 {
+			row.Detail.ProgNsPerPacket = float64(ps1.Runtime-ps0.Runtime) / float64(ps1.RunCount-ps0.RunCount)
 		}
 	}
 	run.o.logf("lvs-modes: %s: %.0f req/s, p50 %.2f ms, p99 %.2f ms; director %.1f packets %.0f bytes per request, %.0f response bytes through it per request, %.0f ns per packet",
@@ -463,8 +511,9 @@ func (run *lvsRun) throughput(ctx context.Context, m lvsMode, url string, n int6
 }
 
 // lvsRoundModes are the modes whose throughput runs repeat in interleaved rounds (Options.Reps):
-// the goals' (DR and TUN against direct) and the kernel-forwarding reference.
-var lvsRoundModes = map[string]bool{"direct": true, "xdp-dr": true, "kernel-fwd": true, "xdp-tun": true}
+// the goals' (DR and TUN against direct) and the two references for the extra hop, kernel
+// forwarding and the least DR program.
+var lvsRoundModes = map[string]bool{"direct": true, "xdp-dr": true, "kernel-fwd": true, "xdp-least": true, "xdp-tun": true}
 
 // pairedRatios returns mode's throughput over direct's, round by round.
 func pairedRatios(rounds map[string][]Result, mode string) []float64 {
@@ -530,6 +579,13 @@ func lvsVerdicts(by map[string]Result, rounds map[string][]Result, direct float6
 		}
 		out = append(out, fmt.Sprintf("goal %s ≥ 95%% of direct: %.1f%% (%.0f vs %.0f req/s): %s", m, 100*r.ThroughputRPS/direct, r.ThroughputRPS, direct, met(r.ThroughputRPS >= 0.95*direct)))
 	}
+	if l, ok := by["xdp-least"]; ok && direct > 0 {
+		x := l.ThroughputRPS / direct
+		if ratios := pairedRatios(rounds, "xdp-least"); len(ratios) > 1 {
+			x = median(ratios)
+		}
+		out = append(out, fmt.Sprintf("reference: the least DR program possible (no map, every flow to real server 0) reaches %.1f%% of direct (%.0f req/s): the extra hop's own cost on this machine", 100*x, l.ThroughputRPS))
+	}
 	if k, ok := by["kernel-fwd"]; ok && direct > 0 {
 		line := fmt.Sprintf("reference: the director's namespace forwarding in the kernel (no XDP) reaches %.1f%% of direct (%.0f req/s)", 100*k.ThroughputRPS/direct, k.ThroughputRPS)
 		for _, m := range []string{"xdp-dr", "xdp-tun"} {
@@ -548,6 +604,13 @@ func lvsVerdicts(by map[string]Result, rounds map[string][]Result, direct float6
 	}
 	if okDR && dr.Detail.ProgNsPerPacket > 0 {
 		out = append(out, fmt.Sprintf("goal XDP program ≤ 150 ns per packet in DR: %.0f ns: %s", dr.Detail.ProgNsPerPacket, met(dr.Detail.ProgNsPerPacket <= 150)))
+	}
+	if l, ok := by["xdp-least"]; ok && l.Detail.ProgNsPerPacket > 0 {
+		line := fmt.Sprintf("reference: the least DR program possible (two MAC rewrites and XDP_TX, no map) costs %.0f ns per packet in the same place", l.Detail.ProgNsPerPacket)
+		if okDR && dr.Detail.ProgNsPerPacket > 0 {
+			line += fmt.Sprintf("; the director's DR program %.0f ns, %.0f ns above it", dr.Detail.ProgNsPerPacket, dr.Detail.ProgNsPerPacket-l.Detail.ProgNsPerPacket)
+		}
+		out = append(out, line)
 	}
 	return out
 }

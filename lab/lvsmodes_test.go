@@ -47,7 +47,10 @@ func TestLVSModesQuick(t *testing.T) {
 		if r.Detail.TTFBP50Ms <= 0 || r.P99Ms < r.P50Ms {
 			t.Errorf("%s: TTFB p50 %v, p50 %v, p99 %v", r.Algorithm, r.Detail.TTFBP50Ms, r.P50Ms, r.P99Ms)
 		}
-		if mode != "direct" && (r.Split["real0"] == 0 || r.Split["real1"] == 0) {
+		if mode == "xdp-least" && r.Split["real1"] != 0 {
+			t.Errorf("%s: split %v, want every request on real server 0", r.Algorithm, r.Split)
+		}
+		if mode != "direct" && mode != "xdp-least" && (r.Split["real0"] == 0 || r.Split["real1"] == 0) {
 			t.Errorf("%s: split %v, want both real servers", r.Algorithm, r.Split)
 		}
 		if strings.HasPrefix(variant, "-c 500") {
@@ -80,7 +83,13 @@ func TestLVSModesQuick(t *testing.T) {
 			t.Errorf("no verdict for %s from the rounds: %q", m, rep.Notes)
 		}
 	}
-	for _, m := range []string{"direct", "l7", "xdp-dr", "kernel-fwd", "xdp-tun", "xdp-nat"} {
+	if l := thr["xdp-least"].Detail; l.ProgNsPerPacket <= 0 || l.ResponseBytesPerReq > 0.05*20<<10 {
+		t.Errorf("xdp-least: %.0f ns per packet, %.0f response bytes through the director per request", l.ProgNsPerPacket, l.ResponseBytesPerReq)
+	}
+	if !strings.Contains(strings.Join(rep.Notes, "\n"), "reference: the least DR program possible") {
+		t.Errorf("no note compares the director's program with the least one: %q", rep.Notes)
+	}
+	for _, m := range []string{"direct", "l7", "xdp-dr", "kernel-fwd", "xdp-least", "xdp-tun", "xdp-nat"} {
 		if rows[m] != 3 {
 			t.Errorf("mode %s has %d rows, want 2 concurrency steps and the throughput run", m, rows[m])
 		}

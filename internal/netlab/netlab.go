@@ -18,6 +18,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net"
 	"net/netip"
 	"os"
@@ -87,6 +88,9 @@ func New(o Options) (_ *Lab, err error) {
 		}
 		return netlink.LinkSetUp(br)
 	})
+	if err == nil {
+		err = l.In(l.sw, plainSwitch)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("netlab: bridge: %w", err)
 	}
@@ -108,6 +112,22 @@ func New(o Options) (_ *Lab, err error) {
 		return nil, fmt.Errorf("netlab: client route to the VIP: %w", err)
 	}
 	return l, nil
+}
+
+// plainSwitch keeps the bridge a switch: where the host has the br_netfilter module loaded
+// (container hosts do), a new namespace's bridge passes every frame it forwards through the
+// IP firewall hooks (bridge-nf-call-*=1), which a switch between the hosts of a real network
+// does not do and which costs the topology's two-hop paths (client → director → real server)
+// twice what it costs the direct path. Without the module the files do not exist and there is
+// nothing to turn off.
+func plainSwitch() error {
+	for _, name := range []string{"bridge-nf-call-iptables", "bridge-nf-call-ip6tables", "bridge-nf-call-arptables"} {
+		err := os.WriteFile("/proc/sys/net/bridge/"+name, []byte("0"), 0o644)
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("netlab: %s: %w", name, err)
+		}
+	}
+	return nil
 }
 
 // Close runs the cleanups in reverse order and closes the namespaces (the kernel removes a
