@@ -117,15 +117,21 @@ func deadPort(t testing.TB) string {
 // startTCP serves routes on a loopback listener and shuts the proxy down when the test ends.
 func startTCP(t testing.TB, opts TCPOptions, routes ...Route) (*TCP, string) {
 	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return serveTCP(t, ln, opts, routes...), ln.Addr().String()
+}
+
+// serveTCP serves routes on ln and shuts the proxy down when the test ends.
+func serveTCP(t testing.TB, ln net.Listener, opts TCPOptions, routes ...Route) *TCP {
+	t.Helper()
 	tab, err := NewTable(routes)
 	if err != nil {
 		t.Fatal(err)
 	}
 	p := NewTCP(opts, tab)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -137,7 +143,7 @@ func startTCP(t testing.TB, opts TCPOptions, routes ...Route) (*TCP, string) {
 		_ = p.Shutdown(ctx)
 		<-done
 	})
-	return p, ln.Addr().String()
+	return p
 }
 
 func dialTCP(t testing.TB, addr string) *net.TCPConn {

@@ -519,22 +519,7 @@ func TestTCPIPv6AndHostName(t *testing.T) {
 		got <- b
 	})
 	_, port, _ := net.SplitHostPort(be)
-	tab, err := NewTable([]Route{{Pool: newPool(t, "p", "leastconn", 0, 0, "localhost:"+port), SendProxy: proxyproto.V1}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := NewTCP(TCPOptions{}, tab)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_ = p.Serve(ln)
-	}()
-	t.Cleanup(func() {
-		ctx, cancel := contextWithTimeout(5 * time.Second)
-		defer cancel()
-		_ = p.Shutdown(ctx)
-		<-done
-	})
+	serveTCP(t, ln, TCPOptions{}, Route{Pool: newPool(t, "p", "leastconn", 0, 0, "localhost:"+port), SendProxy: proxyproto.V1})
 	c := dialTCP(t, ln.Addr().String())
 	io.WriteString(c, "v6")
 	c.CloseWrite()
