@@ -24,10 +24,12 @@ import (
 // set is level-triggered, so a socket is read only when it holds bytes (or its end), and an
 // idle pair costs its two sockets and a map entry.
 //
-// A shard reads at most bufSize bytes and writes them on at once. A read that fills the
-// buffer (a bulk transfer: splice does it better) or a write the destination cannot take
-// whole (a slow receiver: the pair must wait, which a shard must not) hands the pair, with the
-// bytes not yet written, to Pipe's goroutines for the rest of its life. Pipe's semantics hold
+// A shard reads at most bufSize bytes at a time and writes them on at once, and reads again
+// while reads fill the buffer, up to relayBurst reads (a response of a few tens of kilobytes
+// stays in the shard). A source that still has bytes after that (a bulk transfer: splice does
+// it better) or a write the destination cannot take whole (a slow receiver: the pair must
+// wait, which a shard must not) hands the pair, with the bytes not yet written, to Pipe's
+// goroutines for the rest of its life. Pipe's semantics hold
 // throughout: a FIN is passed on as a half-close and the other direction keeps flowing, an
 // error in either direction ends the pair, and the idle timeout closes a pair that moved no
 // byte either way for that long (a sweep each pollEvery: at most that late).
@@ -45,6 +47,8 @@ type relayShard struct {
 	flows map[uint64]*relayFlow
 	next  uint64
 	swept bool // a sweep deadline is armed on ep (some flow has an idle timeout)
+
+	handedOver atomic.Uint64 // pairs given to Pipe's goroutines (tests read it)
 }
 
 type relayFlow struct {
@@ -175,8 +179,23 @@ func (s *relayShard) run() {
 	}
 }
 
+// relayBurst bounds the buffer-filling reads one wake-up of a pair may take in the shard
+// (4 × bufSize = 64 KiB) before the pair counts as a bulk transfer.
+const relayBurst = 4
+
 // serve moves what side d of fl has to the other side.
 func (s *relayShard) serve(fl *relayFlow, d int, buf []byte) {
+	for range relayBurst {
+		if !s.serveOnce(fl, d, buf) {
+			return
+		}
+	}
+	s.handOver(fl, d, nil) // still more: a bulk transfer
+}
+
+// serveOnce moves up to one buffer from side d of fl to the other side; true when the read
+// filled the buffer and the other side took it all, i.e. there may be more.
+func (s *relayShard) serveOnce(fl *relayFlow, d int, buf []byte) bool {
 	src, dst := fl.fd[d], fl.fd[1-d]
 	var r uintptr
 	var e syscall.Errno
@@ -188,10 +207,10 @@ func (s *relayShard) serve(fl *relayFlow, d int, buf []byte) {
 	}
 	switch {
 	case e == syscall.EAGAIN:
-		return
+		return false
 	case e != 0: // reset, or the like: the pair ends
 		s.end(fl, false)
-		return
+		return false
 	case r == 0: // end of stream: pass the FIN on, keep the other direction
 		// Also when the other direction has ended and the close follows: sending the FIN
 		// here, in a raw call, leaves the close (an ordinary system call, see IO) short.
@@ -199,10 +218,10 @@ func (s *relayShard) serve(fl *relayFlow, d int, buf []byte) {
 		fl.ended[d] = true
 		if fl.ended[1-d] {
 			s.end(fl, false) // closing takes both sockets out of the set
-			return
+			return false
 		}
 		_ = s.ctl(syscall.EPOLL_CTL_DEL, fl, d) // level-triggered: its end would be reported again
-		return
+		return false
 	}
 	got := int(r)
 	w := 0
@@ -225,9 +244,12 @@ func (s *relayShard) serve(fl *relayFlow, d int, buf []byte) {
 	switch {
 	case e != 0 && e != syscall.EAGAIN:
 		s.end(fl, false)
-	case w < got || got == len(buf):
+	case w < got:
 		s.handOver(fl, d, buf[w:got])
+	default:
+		return got == len(buf)
 	}
+	return false
 }
 
 func (fl *relayFlow) counter(d int) *atomic.Uint64 {
@@ -265,6 +287,7 @@ func (fl *relayFlow) finish(idled bool) {
 // handOver gives fl to Pipe's goroutines, with pending (the bytes read from side d that its
 // destination has not taken) to write first.
 func (s *relayShard) handOver(fl *relayFlow, d int, pending []byte) {
+	s.handedOver.Add(1)
 	s.forget(fl)
 	for side := range 2 {
 		if !fl.ended[side] {

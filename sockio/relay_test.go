@@ -190,10 +190,45 @@ func TestRelayPrefix(t *testing.T) {
 	}
 }
 
+// handedOver counts the pairs the test relay gave to Pipe's goroutines.
+func handedOver() uint64 {
+	var n uint64
+	for _, s := range testRelay().shards {
+		n += s.handedOver.Load()
+	}
+	return n
+}
+
+// TestRelayKeepsMediumResponses: a 40 KiB response, more than one buffer but within a burst's
+// reads, moves in the shard (no hand-over), whole and in order.
+func TestRelayKeepsMediumResponses(t *testing.T) {
+	x := relay(t, time.Minute)
+	before := handedOver()
+	data := pattern(40 << 10)
+	if _, err := x.backend.Write(data); err != nil {
+		t.Fatal(err)
+	}
+	if got := readN(t, x.client, len(data)); got != string(data) {
+		t.Fatal("the client got other bytes than the backend sent")
+	}
+	if n := handedOver() - before; n != 0 {
+		t.Fatalf("%d pairs handed over to Pipe for a 40 KiB response", n)
+	}
+	x.client.CloseWrite()
+	x.backend.CloseWrite()
+	x.wait(t)
+}
+
 // TestRelayHandsOverBulk: a burst larger than the buffer goes on through Pipe's goroutines
 // (splice) with nothing lost or reordered, and the half-close still passes afterwards.
 func TestRelayHandsOverBulk(t *testing.T) {
 	x := relay(t, time.Minute)
+	before := handedOver()
+	defer func() {
+		if handedOver() == before {
+			t.Error("a 3 MiB transfer stayed in the shard")
+		}
+	}()
 	data := pattern(3<<20 + 7)
 	go func() {
 		x.client.Write(data)
