@@ -32,10 +32,12 @@ import (
 // the net package lends a listener's descriptor only for Control, not for waits; the accepts
 // run inside Control, so a listener closed meanwhile is never accepted from under its number.
 type Acceptor struct {
-	ln   syscall.RawConn
-	epfd int
-	ep   *os.File
-	erc  syscall.RawConn
+	ln     syscall.RawConn
+	epfd   int
+	ep     *os.File
+	erc    syscall.RawConn
+	events [1]syscall.EpollEvent
+	wait   func(fd uintptr) bool // erc.Read's callback: a non-blocking epoll_pwait
 }
 
 // acceptorRecheck bounds how long Accept waits before it checks that the listener is still
@@ -52,6 +54,10 @@ func NewAcceptor(ln syscall.Conn) (*Acceptor, error) {
 	a := &Acceptor{ln: rc}
 	if a.epfd, a.ep, a.erc, err = openEpoll("accept-epoll"); err != nil {
 		return nil, err
+	}
+	a.wait = func(fd uintptr) bool {
+		r, _, e := syscall.RawSyscall6(syscall.SYS_EPOLL_PWAIT, fd, uintptr(unsafe.Pointer(&a.events[0])), 1, 0, 0, 0)
+		return (e == 0 && r > 0) || (e != 0 && e != syscall.EINTR && e != syscall.EAGAIN)
 	}
 	var e syscall.Errno
 	err = rc.Control(func(fd uintptr) {
@@ -77,11 +83,6 @@ func (a *Acceptor) Close() error { return a.ep.Close() }
 // is closed; or the errno of a failed accept (EMFILE and the like: the caller should wait
 // before the next call).
 func (a *Acceptor) Accept(max int, fn func(fd int, peer netip.AddrPort)) error {
-	events := make([]syscall.EpollEvent, 1)
-	wait := func(fd uintptr) bool {
-		r, _, e := syscall.RawSyscall6(syscall.SYS_EPOLL_PWAIT, fd, uintptr(unsafe.Pointer(&events[0])), 1, 0, 0, 0)
-		return (e == 0 && r > 0) || (e != 0 && e != syscall.EINTR && e != syscall.EAGAIN)
-	}
 	for {
 		n, aerr := 0, error(nil)
 		err := a.ln.Control(func(lfd uintptr) {
@@ -115,7 +116,7 @@ func (a *Acceptor) Accept(max int, fn func(fd int, peer netip.AddrPort)) error {
 			return aerr
 		}
 		_ = a.ep.SetReadDeadline(time.Now().Add(acceptorRecheck))
-		if err := a.erc.Read(wait); err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
+		if err := a.erc.Read(a.wait); err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
 			return err
 		}
 	}
@@ -172,7 +173,7 @@ func Dial(ap netip.AddrPort, timeout time.Duration) (int, error) {
 // waitConnect waits in the runtime's poller, through a duplicate of fd, until the connect in
 // progress on fd ends or timeout passes.
 func waitConnect(fd int, timeout time.Duration, connect func() syscall.Errno) syscall.Errno {
-	f, err := lend(fd)
+	f, err := Lend(fd)
 	if err != nil {
 		return errnoOf(err)
 	}
@@ -239,9 +240,7 @@ func DialName(address string, timeout time.Duration) (int, error) {
 // Lend returns an *os.File on a duplicate of fd, registered with the runtime's poller, for
 // reads and writes with deadlines (a PROXY header, a ClientHello); closing it leaves fd open.
 // Reads through it consume fd's bytes: it is the same socket.
-func Lend(fd int) (*os.File, error) { return lend(fd) }
-
-func lend(fd int) (*os.File, error) {
+func Lend(fd int) (*os.File, error) {
 	nfd, e := dup(fd)
 	if e != 0 {
 		return nil, os.NewSyscallError("fcntl", e)
@@ -253,7 +252,7 @@ func lend(fd int) (*os.File, error) {
 // netConn returns a *net.TCPConn on a duplicate of fd (for Pipe's goroutines); closing it
 // leaves fd open.
 func netConn(fd int) (*net.TCPConn, error) {
-	f, err := lend(fd)
+	f, err := Lend(fd)
 	if err != nil {
 		return nil, err
 	}
