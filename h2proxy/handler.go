@@ -193,59 +193,43 @@ func (e *exchange) request1(req *fasthttp.Request, b *upstream.Backend) {
 		host = b.Address
 	}
 	h.SetHost(host)
-	for k, vv := range r.Header {
-		switch {
-		case hopByHop(k):
-			if k == "Te" && len(vv) == 1 && strings.EqualFold(vv[0], "trailers") {
-				h.Add(k, vv[0])
-			}
-			continue
-		case k == "X-Forwarded-For" || k == "X-Forwarded-Proto" || k == "X-Forwarded-Host":
-			continue
-		}
+	e.endToEnd(func(k string, vv []string) {
 		for _, v := range vv {
 			h.Add(k, v)
 		}
-	}
+	})
 	e.forwarded(func(k, v string) { h.Set(k, v) })
 }
 
-// failed1 is failed for attempt1.
+// failed1 is failed for attempt1, whose request has no body to replay.
 func (e *exchange) failed1(b *upstream.Backend, ue *httpproxy.UpstreamError) (retry, done bool) {
-	httpproxy.CountStatus(b, 0)
 	clientGone := e.r.Context().Err() != nil
-	timedOut := ue.Timeout() || (e.deadline && errors.Is(e.ctx.Err(), context.DeadlineExceeded))
-	e.route.Upstream().Release(b, time.Since(e.start), !clientGone && ue.Failure())
-	switch {
-	case clientGone:
-		e.cs.clientReset()
-		return false, true
-	case timedOut:
-		e.answer(http.StatusGatewayTimeout, grpcDeadlineExceeded, "backend timed out")
-		e.log(ue)
-		return false, true
-	}
-	if ue.Connect() {
-		e.route.Upstream().Unreachable(b)
-	}
-	if ue.Connect() || httpproxy.Idempotent(e.r.Method) {
-		e.lastErr = ue
-		return true, false
-	}
-	e.answer(http.StatusBadGateway, grpcUnavailable, "backend failed: "+ue.Error())
-	e.log(ue)
-	return false, true
+	timedOut := ue.Timeout() || e.deadlinePassed()
+	return e.noResponse(b, ue, clientGone, timedOut, !clientGone && ue.Failure(), ue.Connect(), true)
 }
 
-// failed handles an attempt that got no response headers.
+// failed handles an attempt through http.Transport that got no response headers.
 func (e *exchange) failed(b *upstream.Backend, err error, actx context.Context, body *replayBody) (retry, done bool) {
-	pool := e.route.Upstream()
-	httpproxy.CountStatus(b, 0)
 	clientGone := e.r.Context().Err() != nil
-	connect := isConnectError(err)
-	cause := context.Cause(actx)
-	timedOut := errors.Is(cause, errResponseTimeout) || (e.deadline && errors.Is(e.ctx.Err(), context.DeadlineExceeded))
-	pool.Release(b, time.Since(e.start), !clientGone && !timedOut || errors.Is(cause, errResponseTimeout))
+	responseTimeout := errors.Is(context.Cause(actx), errResponseTimeout)
+	timedOut := responseTimeout || e.deadlinePassed()
+	failure := !clientGone && !timedOut || responseTimeout
+	return e.noResponse(b, err, clientGone, timedOut, failure, isConnectError(err), !body.touched.Load())
+}
+
+// deadlinePassed reports that the request's own deadline (grpc-timeout) ended it.
+func (e *exchange) deadlinePassed() bool {
+	return e.deadline && errors.Is(e.ctx.Err(), context.DeadlineExceeded)
+}
+
+// noResponse ends or retries an attempt that got no response headers: the backend's slot is
+// released (failure: it counts for outlier detection); a client that went away gets its stream
+// reset, a timeout a 504; otherwise the request is tried on another backend when that is safe
+// (nothing reached the backend, or an idempotent method) and its body, if any, can still be
+// sent again (replayable), else the client gets a 502.
+func (e *exchange) noResponse(b *upstream.Backend, err error, clientGone, timedOut, failure, connect, replayable bool) (retry, done bool) {
+	httpproxy.CountStatus(b, 0)
+	e.route.Upstream().Release(b, time.Since(e.start), failure)
 	switch {
 	case clientGone:
 		e.cs.clientReset()
@@ -258,9 +242,7 @@ func (e *exchange) failed(b *upstream.Backend, err error, actx context.Context, 
 	if connect {
 		e.route.Upstream().Unreachable(b)
 	}
-	untouched := !body.touched.Load()
-	safe := connect || httpproxy.Idempotent(e.r.Method)
-	if untouched && safe {
+	if replayable && (connect || httpproxy.Idempotent(e.r.Method)) {
 		e.lastErr = err
 		return true, false
 	}
@@ -284,15 +266,7 @@ func (e *exchange) outgoing(ctx context.Context, b *upstream.Backend, t *transpo
 	out.RequestURI = ""
 	out.Host = r.Host
 	out.Header = make(http.Header, len(r.Header)+3)
-	for k, vv := range r.Header {
-		if hopByHop(k) {
-			if k == "Te" && len(vv) == 1 && strings.EqualFold(vv[0], "trailers") {
-				out.Header[k] = vv // gRPC servers want it; it is the one TE value h2 allows
-			}
-			continue
-		}
-		out.Header[k] = vv
-	}
+	e.endToEnd(func(k string, vv []string) { out.Header[k] = vv })
 	e.forwarded(func(k, v string) { out.Header[k] = []string{v} })
 	out.Close = false
 	if body.r != nil {
@@ -304,6 +278,23 @@ func (e *exchange) outgoing(ctx context.Context, b *upstream.Backend, t *transpo
 	}
 	out.Trailer = r.Trailer // filled when the client's body ends
 	return out
+}
+
+// endToEnd passes add the request's header fields that the backend gets as the client sent
+// them: all but the hop-by-hop ones (except "TE: trailers", which gRPC servers want and the one
+// TE value HTTP/2 allows) and the forwarding headers, which forwarded sets afresh.
+func (e *exchange) endToEnd(add func(k string, vv []string)) {
+	for k, vv := range e.r.Header {
+		switch {
+		case hopByHop(k):
+			if k == "Te" && len(vv) == 1 && strings.EqualFold(vv[0], "trailers") {
+				add(k, vv)
+			}
+		case k == "X-Forwarded-For" || k == "X-Forwarded-Proto" || k == "X-Forwarded-Host":
+		default:
+			add(k, vv)
+		}
+	}
 }
 
 // forwarded sets the forwarding headers of the backend request through set: X-Forwarded-For
