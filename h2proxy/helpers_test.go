@@ -27,6 +27,13 @@ func start(t testing.TB, yaml string) *server.Server {
 	if err := os.WriteFile(file, []byte(yaml), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	return startFile(t, file)
+}
+
+// startFile starts a Ballast server on the configuration file (which a test may rewrite and
+// reload), shut down at cleanup.
+func startFile(t testing.TB, file string) *server.Server {
+	t.Helper()
 	cfg, err := config.Load(file)
 	if err != nil {
 		t.Fatal(err)

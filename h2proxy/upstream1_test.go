@@ -2,10 +2,8 @@ package h2proxy_test
 
 import (
 	"bufio"
-	"context"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -16,9 +14,6 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"ballast/config"
-	"ballast/server"
 )
 
 // rawBackend is an HTTP/1.1 backend on a loopback port that hands each request head it reads
@@ -291,19 +286,7 @@ pools: [{name: p, %s backends: [{address: %s}]}]
 		}
 	}
 	write("tls: {ca: " + ca + ", server_name: localhost},")
-	cfg, err := config.Load(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := server.Start(cfg, server.Options{File: file, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		s.Shutdown(ctx)
-	})
+	s := startFile(t, file)
 	url := "http://" + s.Addr("in").String() + "/"
 	get := func() (int, string) {
 		resp, err := h2c().Get(url)
