@@ -131,3 +131,36 @@ func TestLVSModesQuick(t *testing.T) {
 		}
 	}
 }
+
+// TestLVSVerdicts: with several rounds every ratio to direct is the median of the rounds'
+// paired ratios (not the ratio of the median runs), and program times are the rounds' median
+// and range.
+func TestLVSVerdicts(t *testing.T) {
+	row := func(rps, ns float64) Result {
+		r := Result{ThroughputRPS: rps}
+		r.Detail.ProgNsPerPacket = ns
+		return r
+	}
+	rounds := map[string][]Result{
+		"direct":     {row(1000, 0), row(2000, 0), row(1500, 0)},
+		"xdp-dr":     {row(990, 800), row(1800, 900), row(1200, 850)},  // 99, 90, 80 %
+		"kernel-fwd": {row(950, 0), row(1900, 0), row(1275, 0)},        // 95, 95, 85 %
+		"xdp-least":  {row(1000, 160), row(1700, 200), row(1500, 180)}, // 100, 85, 100 %
+	}
+	by := map[string]Result{}
+	for m, rs := range rounds {
+		by[m] = medianRow(m, rs)
+	}
+	notes := strings.Join(lvsVerdicts(by, rounds, by["direct"].ThroughputRPS), "\n")
+	for _, want := range []string{
+		"goal xdp-dr ≥ 95% of direct: 90.0%, the median of 3 interleaved rounds' ratios (median runs 1200 vs 1500 req/s): NOT met",
+		"the least DR program possible (no map, every flow to real server 0) reaches 100.0% of direct, the median of 3",
+		"forwarding in the kernel (no XDP) reaches 95.0% of direct, the median of 3 interleaved rounds' ratios (median runs 1275 vs 1500 req/s); xdp-dr 94.7% of it",
+		"goal XDP program ≤ 150 ns per packet in DR: 850 ns (rounds 800–900): NOT met",
+		"costs 180 ns (rounds 160–200) per packet in the same place; the director's DR program 670 ns above it",
+	} {
+		if !strings.Contains(notes, want) {
+			t.Errorf("notes lack %q:\n%s", want, notes)
+		}
+	}
+}
