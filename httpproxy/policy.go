@@ -7,6 +7,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
+	"ballast/accesslog"
 	"ballast/config"
 )
 
@@ -329,49 +330,49 @@ func (ls *listenerState) respondPolicy(ctx *fasthttp.RequestCtx, x *exchange, a 
 // logAccess writes one access-log line; a is the attempt that answered, nil when Ballast
 // answered without a backend.
 func (ls *listenerState) logAccess(ctx *fasthttp.RequestCtx, x *exchange, a *attempt, d time.Duration) {
-	al := ls.proxy.access.Load()
+	al := ls.proxy.accessLog()
 	if al == nil {
 		return
 	}
 	h := &ctx.Request.Header
 	st := &x.pol
-	e := accessEntry{
-		listener:  ls.name,
-		client:    st.client,
-		method:    h.Method(),
-		uri:       st.uri,
-		proto:     h.Protocol(),
-		host:      h.Host(),
-		status:    ctx.Response.StatusCode(),
-		bytesIn:   requestBytes(ctx, x),
-		duration:  d,
-		retries:   st.retries,
-		requestID: st.id,
-		traceID:   st.trace,
-		referer:   h.Referer(),
-		userAgent: h.UserAgent(),
+	e := accesslog.Entry{
+		Listener:  ls.name,
+		Client:    st.client,
+		Method:    h.Method(),
+		URI:       st.uri,
+		Proto:     h.Protocol(),
+		Host:      h.Host(),
+		Status:    ctx.Response.StatusCode(),
+		BytesIn:   requestBytes(ctx, x),
+		Duration:  d,
+		Retries:   st.retries,
+		RequestID: st.id,
+		TraceID:   st.trace,
+		Referer:   h.Referer(),
+		UserAgent: h.UserAgent(),
 	}
 	if !st.start.IsZero() {
-		e.duration = time.Since(st.start)
+		e.Duration = time.Since(st.start)
 	}
-	if !e.client.IsValid() {
-		e.client = clientAddr(ctx.RemoteAddr())
+	if !e.Client.IsValid() {
+		e.Client = clientAddr(ctx.RemoteAddr())
 	}
-	if len(e.uri) == 0 {
-		e.uri = h.RequestURI()
+	if len(e.URI) == 0 {
+		e.URI = h.RequestURI()
 	}
 	if x.relay.ctx != nil {
-		e.bytesOut = x.relay.n
+		e.BytesOut = x.relay.n
 	} else {
-		e.bytesOut = int64(len(ctx.Response.Body()))
+		e.BytesOut = int64(len(ctx.Response.Body()))
 	}
 	if a != nil {
-		e.pool, e.upstream = a.ps.name, a.ttfb
+		e.Pool, e.Upstream = a.ps.name, a.ttfb
 		if a.b != nil {
-			e.backend = a.b.ID
+			e.Backend = a.b.ID
 		}
 	}
-	al.write(&e)
+	al.Write(&e)
 }
 
 // reuseLimiter keeps the buckets of the same rate limit on the same route across a reload,

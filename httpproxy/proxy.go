@@ -15,6 +15,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
+	"ballast/accesslog"
 	"ballast/balance"
 	"ballast/config"
 	"ballast/sockio"
@@ -27,7 +28,7 @@ import (
 type Proxy struct {
 	table  atomic.Pointer[table]
 	logger *slog.Logger
-	access atomic.Pointer[AccessLog] // nil when logging.access is off
+	access accesslog.Switch // the access log; holds none when logging.access is off
 
 	mu      sync.Mutex // guards servers, pollers and closed; never taken on the request path
 	servers []*fasthttp.Server
@@ -157,7 +158,7 @@ func New(cfg *config.Config, pools map[string]*upstream.Pool, logger *slog.Logge
 	if err != nil {
 		return nil, err
 	}
-	if err := p.openAccessLog(cfg.Logging); err != nil { // accesslog.go
+	if err := p.access.Set(cfg.Logging); err != nil {
 		return nil, err
 	}
 	p.table.Store(t)
@@ -174,7 +175,7 @@ func (p *Proxy) Swap(cfg *config.Config, pools map[string]*upstream.Pool) error 
 	if err != nil {
 		return err
 	}
-	if err := p.openAccessLog(cfg.Logging); err != nil { // accesslog.go
+	if err := p.access.Set(cfg.Logging); err != nil {
 		return err
 	}
 	p.table.Store(t)

@@ -16,6 +16,8 @@ var (
 // maxRequestID bounds an X-Request-Id kept from a trusted proxy.
 const maxRequestID = 128
 
+const hexDigits = "0123456789abcdef"
+
 // requestID gives the request its X-Request-Id: a trusted proxy's is kept when it is
 // sensible (1 to 128 visible ASCII characters), anything else is replaced by 32 random hex
 // digits. A W3C traceparent passes unchanged when it is well formed (its trace-id goes to the
