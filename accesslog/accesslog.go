@@ -106,6 +106,10 @@ type Entry struct {
 	TraceID   []byte
 	Referer   []byte
 	UserAgent []byte
+	// Termination says how the request or connection ended, as HAProxy's two-character
+	// termination state: who or what ended it, then in which phase; "--" for a normal end.
+	// Empty when the plane does not say.
+	Termination string
 }
 
 var lineBufs = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
