@@ -179,6 +179,8 @@ func (e *Entry) appendJSON(b []byte, now time.Time) []byte {
 	b = appendJSONBytes(b, e.Referer)
 	b = append(b, `,"user_agent":`...)
 	b = appendJSONBytes(b, e.UserAgent)
+	b = append(b, `,"termination":`...)
+	b = appendJSONString(b, e.Termination)
 	return append(b, "}\n"...)
 }
 
@@ -216,6 +218,8 @@ func (e *Entry) appendCombined(b []byte, now time.Time) []byte {
 	b = appendQuotedOrDash(b, s2b(e.Pool))
 	b = append(b, " backend="...)
 	b = appendQuotedOrDash(b, s2b(e.Backend))
+	b = append(b, " term="...)
+	b = appendQuotedOrDash(b, s2b(e.Termination))
 	return append(b, '\n')
 }
 

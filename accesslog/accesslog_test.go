@@ -18,7 +18,7 @@ func entry() *Entry {
 		URI: []byte("/a\"b\x01\xff"), Proto: []byte("HTTP/1.1"), Host: []byte("example.org"),
 		Status: 200, BytesIn: 5, BytesOut: 11, Duration: 1500 * time.Microsecond,
 		Upstream: time.Millisecond, Pool: "p", Backend: "b1", Retries: 1,
-		RequestID: []byte("rid"), UserAgent: []byte(`curl "x"`),
+		RequestID: []byte("rid"), UserAgent: []byte(`curl "x"`), Termination: "SD",
 	}
 }
 
@@ -33,7 +33,7 @@ func TestJSONLine(t *testing.T) {
 		t.Fatalf("%v: %s", err, b)
 	}
 	want := map[string]any{"listener": "web", "client": "192.0.2.7", "uri": "/a\"b\x01\ufffd", "status": 200.0,
-		"bytes_in": 5.0, "bytes_out": 11.0, "duration_ms": 1.5, "upstream_ms": 1.0, "retries": 1.0, "user_agent": `curl "x"`}
+		"bytes_in": 5.0, "bytes_out": 11.0, "duration_ms": 1.5, "upstream_ms": 1.0, "retries": 1.0, "user_agent": `curl "x"`, "termination": "SD"}
 	for k, v := range want {
 		if m[k] != v {
 			t.Errorf("%s = %#v, want %#v", k, m[k], v)
@@ -47,7 +47,7 @@ func TestCombinedLine(t *testing.T) {
 	e := entry()
 	e.Client = netip.Addr{}
 	got := string(e.appendCombined(nil, time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)))
-	want := `- - - [02/Jan/2026:03:04:05 +0000] "GET /a\"b\x01\xff HTTP/1.1" 200 11 "-" "curl \"x\"" rid=rid in=5 rt=0.002 ut=0.001 retries=1 pool=p backend=b1` + "\n"
+	want := `- - - [02/Jan/2026:03:04:05 +0000] "GET /a\"b\x01\xff HTTP/1.1" 200 11 "-" "curl \"x\"" rid=rid in=5 rt=0.002 ut=0.001 retries=1 pool=p backend=b1 term=SD` + "\n"
 	if got != want {
 		t.Errorf("got  %q\nwant %q", got, want)
 	}
