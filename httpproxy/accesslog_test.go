@@ -95,7 +95,7 @@ func TestAccessLogCombined(t *testing.T) {
 		}
 	}
 	lines := readLog(t, cfg.Logging.AccessFile, 2)
-	re := regexp.MustCompile(`^127\.0\.0\.1 - - \[\d\d/\w\w\w/\d{4}:\d\d:\d\d:\d\d [+-]\d{4}\] "GET /p HTTP/1\.1" 200 2 "-" "ua" rid=- in=0 rt=\d+\.\d{3} ut=\d+\.\d{3} retries=(\d) pool=p backend=(\S+)$`)
+	re := regexp.MustCompile(`^127\.0\.0\.1 - - \[\d\d/\w\w\w/\d{4}:\d\d:\d\d:\d\d [+-]\d{4}\] "GET /p HTTP/1\.1" 200 2 "-" "ua" rid=- in=0 rt=\d+\.\d{3} ut=\d+\.\d{3} retries=(\d) pool=p backend=(\S+) term=\S+$`)
 	retries := 0
 	for _, l := range lines {
 		m := re.FindStringSubmatch(l)
