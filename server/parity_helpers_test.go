@@ -152,9 +152,9 @@ func h1Request(r preq) string {
 
 func h1Do(t *testing.T, c net.Conn, r preq) presp {
 	t.Helper()
-	if _, err := io.WriteString(c, h1Request(r)); err != nil {
-		t.Fatal(err)
-	}
+	// A write cut short by Ballast's answer (a head it refuses while it is still being sent)
+	// still leaves that answer to read.
+	_, _ = io.WriteString(c, h1Request(r))
 	if r.leave > 0 {
 		time.Sleep(r.leave)
 		return presp{reset: true}
@@ -575,7 +575,7 @@ func startParity(t *testing.T, listenerExtra, yaml string, backends []*rawBacken
 		repl = append(repl, fmt.Sprintf("{B%d}", i), b.addr())
 	}
 	yaml = strings.NewReplacer(repl...).Replace(yaml)
-	full := listenerYAML(cert, key, listenerExtra) + fmt.Sprintf("logging: {access: true, access_file: "%s", access_format: json}\n", env.log) + yaml
+	full := listenerYAML(cert, key, listenerExtra) + fmt.Sprintf("logging: {access: true, access_file: %q, access_format: json}\n", env.log) + yaml
 	file := filepath.Join(dir, "ballast.yaml")
 	if err := os.WriteFile(file, []byte(full), 0o600); err != nil {
 		t.Fatal(err)

@@ -336,7 +336,9 @@ routes:
 pools: [{name: p, balancer: roundrobin, backends: [{address: "{DEAD}"}, {address: "{B0}"}]}]
 `,
 		steps: []step{
-			{want: pwant{status: 200, reach: "B0", term: "--", pool: "p"}},
+			// roundrobin starts with the dead backend: refused, then retried on B0.
+			{want: pwant{status: 200, reach: "B0", term: "--", pool: "p", retries: 1}},
+			// The refusing backend is out of rotation for a second: straight to B0.
 			{want: pwant{status: 200, reach: "B0", term: "--", pool: "p"}},
 		},
 	},
@@ -387,10 +389,17 @@ pools: [{name: p, backends: [{address: "{B0}"}]}]
 		steps: []step{{req: preq{raw: "GET / HTTP/1.1\r\nHost: app.test\r\n"}, want: pwant{status: 408, term: "cR"}}},
 	},
 	{
-		name:  "a head with bare LF is answered at once",
-		yaml:  routeWith(""),
-		only:  h1only,
-		steps: []step{{req: preq{raw: "GET /lf HTTP/1.1\nHost: app.test\n\n"}, want: pwant{status: 200, reach: "B0", line: "GET /lf HTTP/1.1", term: "--", pool: "p"}}},
+		// RFC 9112 §2.2 lets a server refuse bare LFs: a head that ends with one is refused at
+		// once instead of waiting for read_header_timeout (listeners here wait 1 s; the
+		// client 15 s, so a wait would show as 408).
+		name: "a head ending in bare LFs is refused at once",
+		yaml: routeWith(""),
+		only: h1only,
+		steps: []step{
+			{req: preq{raw: "GET /lf HTTP/1.1\nHost: app.test\n\n"}, want: pwant{status: 400, body: "ballast: request head ends with a bare LF\n", term: "PR"}},
+			{req: preq{raw: "GET /lf HTTP/1.1\r\nHost: app.test\n\r\n"}, want: pwant{status: 400, term: "PR"}},
+			{req: preq{raw: "GET /lf HTTP/1.1\nHost: app.test\r\n\r\n"}, want: pwant{status: 200, reach: "B0", line: "GET /lf HTTP/1.1", term: "--", pool: "p"}},
+		},
 	},
 }
 
