@@ -343,6 +343,7 @@ func (e *exchange) deliver(b *upstream.Backend, status int, cl int64, body io.Re
 		body, cl = &z, -1
 		h.Del("Content-Length")
 	}
+	noDefaults(h)
 	w.WriteHeader(status)
 	if cl < 0 && body != http.NoBody {
 		// A body of unknown length may come slowly (a stream): the client gets the headers
@@ -453,6 +454,7 @@ func (e *exchange) reply(d *httpcore.Done) {
 			h.Set("Allow", string(rp.Allow))
 		}
 		h.Set("Content-Length", strconv.Itoa(len(rp.Body)))
+		noDefaults(h)
 		e.w.WriteHeader(rp.Status)
 		_, _ = e.w.Write(rp.Body)
 	}
@@ -465,6 +467,16 @@ func (e *exchange) reply(d *httpcore.Done) {
 		done.Status = http.StatusOK
 	}
 	e.core.Log(&e.req, &done)
+}
+
+// noDefaults keeps net/http from adding what the HTTP/1 engine does not add either: a Date, a
+// Content-Type sniffed from the body. (A nil value is written as nothing.)
+func noDefaults(h http.Header) {
+	for _, k := range [...]string{"Date", "Content-Type"} {
+		if _, ok := h[k]; !ok {
+			h[k] = nil
+		}
+	}
 }
 
 // replayBody is the client's request body as given to a backend attempt. Close does not

@@ -127,6 +127,7 @@ func (p *Proxy) ServeConn(listener string, c net.Conn, tls bool) {
 		// that is two system calls per frame. crypto/tls buffers whole records already.
 		wc.r = bufio.NewReaderSize(c, clientReadBuffer)
 	}
+	wc.r = newSettingsFilter(wc.r) // repeated SETTINGS parameters, which x/net refuses (settings.go)
 	cs := &connState{proxy: p, listener: listener, conn: wc, tls: tls, client: httpcore.ClientAddr(c.RemoteAddr()), local: c.LocalAddr()}
 	cs.clientStr = c.RemoteAddr().String()
 	var served net.Conn = newBatchConn(wc)

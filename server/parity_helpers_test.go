@@ -59,6 +59,8 @@ type preq struct {
 	raw     string        // HTTP/1 only: the whole request, written as is
 	leave   time.Duration // leave (close the connection, reset the stream) this long after sending
 	partial bool          // send headers without ending the stream (HTTP/2) and wait for the answer
+	chunked bool          // HTTP/1: send the body chunked; HTTP/2: without content-length
+	cookie  bool          // send the cookie an earlier step's Set-Cookie set (pwant.capture)
 }
 
 func (r preq) withDefaults() preq {
@@ -140,11 +142,18 @@ func h1Request(r preq) string {
 			hasLength = true
 		}
 	}
-	if r.body != "" && !hasLength {
+	switch {
+	case r.chunked:
+		b.WriteString("Transfer-Encoding: chunked\r\n")
+	case r.body != "" && !hasLength:
 		fmt.Fprintf(&b, "Content-Length: %d\r\n", len(r.body))
 	}
 	b.WriteString("\r\n")
-	if !r.partial {
+	switch {
+	case r.partial:
+	case r.chunked:
+		fmt.Fprintf(&b, "%x\r\n%s\r\n0\r\n\r\n", len(r.body), r.body)
+	default:
 		b.WriteString(r.body)
 	}
 	return b.String()
@@ -227,7 +236,7 @@ func (h *h2conn) do(t *testing.T, id uint32, r preq) presp {
 	for _, f := range r.header {
 		field(strings.ToLower(f[0]), f[1])
 	}
-	if r.body != "" && !hasField(r.header, "content-length") {
+	if r.body != "" && !r.chunked && !hasField(r.header, "content-length") {
 		field("content-length", strconv.Itoa(len(r.body)))
 	}
 	endStream := r.body == "" && !r.partial
@@ -447,7 +456,7 @@ func httpChunked(br *bufio.Reader) io.Reader {
 		for {
 			line, err := br.ReadString('\n')
 			if err != nil {
-				pw.CloseWithError(err)
+				pw.CloseWithError(io.ErrUnexpectedEOF) // a body without its last chunk is no body
 				return
 			}
 			size, err := strconv.ParseInt(strings.TrimSpace(strings.SplitN(line, ";", 2)[0]), 16, 64)
@@ -466,7 +475,7 @@ func httpChunked(br *bufio.Reader) io.Reader {
 				return
 			}
 			if _, err := io.CopyN(pw, br, size); err != nil {
-				pw.CloseWithError(err)
+				pw.CloseWithError(io.ErrUnexpectedEOF)
 				return
 			}
 			_, _ = br.ReadString('\n')
@@ -475,7 +484,10 @@ func httpChunked(br *bufio.Reader) io.Reader {
 	return pr
 }
 
-var hex32 = regexp.MustCompile(`^[0-9a-f]{32}$`)
+var (
+	hex32       = regexp.MustCompile(`^[0-9a-f]{32}$`)
+	stickyToken = regexp.MustCompile(`=[0-9a-f]{16}\b`)
+)
 
 // canonical is a recorded request in a form two transports can be compared by: the request
 // line, then the fields with lower-case names sorted (their order is no part of the
@@ -491,6 +503,9 @@ func (r recorded) canonical() string {
 		k, v = strings.ToLower(k), strings.TrimSpace(v)
 		if k == "x-request-id" && hex32.MatchString(v) {
 			v = "<generated>"
+		}
+		if k == "cookie" {
+			v = stickyToken.ReplaceAllString(v, "=<token>") // names a backend whose port differs per run
 		}
 		fields[i] = k + ": " + v
 	}

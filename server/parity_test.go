@@ -37,6 +37,8 @@ type pwant struct {
 	pool      string
 	// hungUp: the backend's connection (answer "hang") is closed after the client left.
 	hungUp bool
+	// capture keeps the cookie the response's Set-Cookie sets, for a later step's preq.cookie.
+	capture bool
 }
 
 type parityCase struct {
@@ -162,6 +164,29 @@ var parityCases = []parityCase{
 		steps: []step{{req: preq{method: "POST", body: "0123456789"}, want: pwant{
 			status: 200, reach: "B0", line: "POST / HTTP/1.1", seen: map[string]string{"Content-Length": "10"}, term: "--", pool: "p",
 		}}},
+	},
+	{
+		name: "body of unknown length over max_body_bytes",
+		yaml: routeWith("max_body_bytes: 5"),
+		// The backend gets the head and the first 5 bytes, never the end of the body: it has
+		// received no request.
+		steps: []step{{req: preq{method: "POST", body: "0123456789", chunked: true}, want: pwant{
+			status: 413, term: "PR", pool: "p",
+		}}},
+	},
+	{
+		name: "sticky cookie",
+		yaml: `
+routes: [{pool: p}]
+pools: [{name: p, balancer: roundrobin, sticky: {cookie: bsid, http_only: true}, backends: [{address: "{B0}"}, {address: "{B1}"}]}]
+`,
+		steps: []step{
+			{want: pwant{status: 200, reach: "B0", term: "--", pool: "p", capture: true,
+				header: map[string]string{"Set-Cookie": "~^bsid=[0-9a-f]{16}; Path=/; HttpOnly$", "X-Ballast-Backend": "{B0}"}}},
+			{req: preq{cookie: true}, want: pwant{status: 200, reach: "B0", term: "--", pool: "p", header: map[string]string{"Set-Cookie": ""}}},
+			{req: preq{cookie: true}, want: pwant{status: 200, reach: "B0", term: "--", pool: "p"}},
+			{want: pwant{status: 200, reach: "B1", term: "--", pool: "p", header: map[string]string{"Set-Cookie": "~^bsid="}}},
+		},
 	},
 	{
 		name: "Expect 100-continue over max_body_bytes is refused at once",
@@ -455,7 +480,11 @@ func runParity(t *testing.T, pc parityCase, tr transport) []recorded {
 	env := startParity(t, pc.listener, pc.yaml, backends)
 	addr := env.srv.Addr(tr.listener).String()
 	var seen []recorded
+	cookie := ""
 	for i, s := range pc.steps {
+		if s.req.cookie {
+			s.req.header = append(s.req.header, [2]string{"Cookie", cookie})
+		}
 		where := fmt.Sprintf("%s step %d (%s %s)", tr.name, i, s.req.withDefaults().method, s.req.withDefaults().target)
 		counts := make([]int, len(backends))
 		for j, b := range backends {
@@ -463,6 +492,9 @@ func runParity(t *testing.T, pc parityCase, tr transport) []recorded {
 		}
 		got := do(t, tr, addr, s.req)
 		w := s.want
+		if w.capture && got.header != nil {
+			cookie, _, _ = strings.Cut(got.header.Get("Set-Cookie"), ";")
+		}
 		checkAnswer(t, where, got, w, backends)
 		var rec recorded
 		for j, b := range backends {

@@ -42,7 +42,6 @@ type httpPlane struct {
 	proxy    *httpproxy.Proxy
 	down     chan struct{} // closed when Shutdown has stopped the HTTP/1 engine
 	downOnce sync.Once
-	swapped  bool // the core has a table
 
 	mu  sync.Mutex // guards cfg, pp and trust against the admin plane's reads and Serve
 	cfg *config.Config
@@ -91,7 +90,6 @@ func (p *httpPlane) Swap(cfg *config.Config, pools map[string]*upstream.Pool) er
 	if err := p.core.Swap(hc, pools); err != nil {
 		return err
 	}
-	p.swapped = true
 	commitTLS()
 	p.mu.Lock()
 	p.cfg, p.trust = hc, trust
@@ -133,7 +131,7 @@ func httpPart(cfg *config.Config) *config.Config {
 // (within read_header_timeout), whose client address fasthttp then sees as the peer's, so that
 // X-Forwarded-For, source-IP hashing and the access log name the original client.
 func (p *httpPlane) Serve(listener string, sock Socket) error {
-	if !p.swapped {
+	if p.core.Table() == nil {
 		return errors.New("http plane: Serve before Swap")
 	}
 	ln := sock.Stream
