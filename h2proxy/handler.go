@@ -182,9 +182,7 @@ func (e *exchange) attempt(b *upstream.Backend) *httpcore.Outcome {
 	}
 	h := e.w.Header()
 	for k, vv := range resp.Header {
-		if !connectionField(k) {
-			h[k] = vv
-		}
+		h[k] = vv
 	}
 	e.deliver(b, resp.StatusCode, resp.ContentLength, resp.Body, &resp.Trailer) // filled at the body's end
 	return nil
@@ -326,10 +324,10 @@ func (e *exchange) outgoing(ctx context.Context, b *upstream.Backend, t *transpo
 	return out
 }
 
-// deliver relays a response whose fields are already in the ResponseWriter's: the core's
-// response side, the status, the body (of length cl, -1 when unknown) flushed as it comes,
-// then the trailers *trailer holds once the body is read (nil: none). The backend's slot is
-// released when the body is done.
+// deliver relays a response whose fields are already in the ResponseWriter's (all of the
+// backend's: the hop-by-hop ones go here): the core's response side, the status, the body (of
+// length cl, -1 when unknown) flushed as it comes, then the trailers *trailer holds once the
+// body is read (nil: none). The backend's slot is released when the body is done.
 func (e *exchange) deliver(b *upstream.Backend, status int, cl int64, body io.ReadCloser, trailer *http.Header) {
 	w := e.w
 	h := w.Header()
@@ -337,6 +335,13 @@ func (e *exchange) deliver(b *upstream.Backend, status int, cl int64, body io.Re
 	scanHeader(&sc, h)
 	e.resp = h2Resp{h: h, status: status, cl: cl}
 	e.core.StripHopByHop(&e.resp, &sc, false, false)
+	for k := range h {
+		if connectionField(k) { // what the core leaves to the engines (framing), HTTP/2 forbids
+			delete(h, k)
+		}
+	}
+	counted := &countingBody{ReadCloser: body} // bytes_out: as the backend sent them
+	body = counted
 	if enc := e.core.Respond(&e.req, &e.resp, b); enc != httpcore.EncNone {
 		var z httpcore.Compressor
 		z.Init(body, enc)
@@ -354,7 +359,7 @@ func (e *exchange) deliver(b *upstream.Backend, status int, cl int64, body io.Re
 	}
 	// A body of known length is written as it comes and flushed once, when the handler
 	// returns (headers and data in one write); streams are flushed at every read.
-	n, broken := copyBody(w, body, e.grpc || cl < 0)
+	_, broken := copyBody(w, body, e.grpc || cl < 0)
 	_ = body.Close()
 	clientGone := e.r.Context().Err() != nil
 	failure := broken != nil && !clientGone || e.pool.Include5xx && status >= 500
@@ -363,7 +368,7 @@ func (e *exchange) deliver(b *upstream.Backend, status int, cl int64, body io.Re
 		code = 0
 	}
 	e.pool.Release(b, e.ttfb, code, failure)
-	d := &httpcore.Done{Status: status, BytesIn: e.body.n.Load(), BytesOut: n, Pool: e.pool, Backend: b, Upstream: e.ttfb}
+	d := &httpcore.Done{Status: status, BytesIn: e.body.n.Load(), BytesOut: counted.n, Pool: e.pool, Backend: b, Upstream: e.ttfb}
 	if broken != nil {
 		d.Term = accesslog.TermServerData
 		if clientGone {
@@ -469,6 +474,18 @@ func (e *exchange) reply(d *httpcore.Done) {
 	e.core.Log(&e.req, &done)
 }
 
+// countingBody counts what a response body gives.
+type countingBody struct {
+	io.ReadCloser
+	n int64
+}
+
+func (c *countingBody) Read(p []byte) (int, error) {
+	n, err := c.ReadCloser.Read(p)
+	c.n += int64(n)
+	return n, err
+}
+
 // noDefaults keeps net/http from adding what the HTTP/1 engine does not add either: a Date, a
 // Content-Type sniffed from the body. (A nil value is written as nothing.)
 func noDefaults(h http.Header) {
@@ -534,30 +551,24 @@ func isConnectError(err error) bool {
 	return errors.As(err, &op) && op.Op == "dial"
 }
 
-// copyHeader1 copies the end-to-end fields of a backend's HTTP/1.1 response into h, with two
-// allocations for all the values: one string holding them all, one slice of them.
+// copyHeader1 copies the fields of a backend's HTTP/1.1 response into h (deliver drops the
+// hop-by-hop ones), with two allocations for all the values: one string holding them all, one
+// slice of them.
 func copyHeader1(h http.Header, fields iter.Seq2[[]byte, []byte]) {
 	size, n := 0, 0
-	for k, v := range fields {
-		if !connectionField(headerKey(k)) {
-			size += len(v)
-			n++
-		}
+	for _, v := range fields {
+		size += len(v)
+		n++
 	}
 	var all strings.Builder // no scratch array: a large frame would grow the stream's stack
 	all.Grow(size)
-	for k, v := range fields {
-		if !connectionField(headerKey(k)) {
-			all.Write(v)
-		}
+	for _, v := range fields {
+		all.Write(v)
 	}
 	joined, vals := all.String(), make([]string, n)
 	off, i := 0, 0
 	for k, v := range fields {
 		key := headerKey(k)
-		if connectionField(key) {
-			continue
-		}
 		vals[i] = joined[off : off+len(v)]
 		off += len(v)
 		if prev := h[key]; len(prev) > 0 {

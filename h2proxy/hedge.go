@@ -98,9 +98,7 @@ func (e *exchange) hedged(key uint64) {
 			e.ttfb = r.ttfb
 			h := e.w.Header()
 			for k, vv := range r.resp.Header {
-				if !connectionField(k) {
-					h[k] = vv
-				}
+				h[k] = vv
 			}
 			e.deliver(r.b, r.resp.StatusCode, r.resp.ContentLength, r.resp.Body, &r.resp.Trailer)
 			r.cancel(nil)

@@ -418,13 +418,14 @@ func (ls *listenerState) deliver(ctx *fasthttp.RequestCtx, x *exchange, a *attem
 		out.SetBodyStream(body, cl)
 		return
 	}
+	relayed := int64(len(out.Body())) // as the backend sent it, before compression
 	if enc != httpcore.EncNone {
 		x.ztmp = httpcore.AppendCompressed(x.ztmp[:0], out.Body(), enc)
 		out.SetBody(x.ztmp)
 	}
 	a.release(a.ttfb, a.ps.BackendFailure(&a.o))
 	x.core.Log(&x.req, &httpcore.Done{
-		Status: out.StatusCode(), BytesIn: requestBytes(ctx, x), BytesOut: int64(len(out.Body())),
+		Status: out.StatusCode(), BytesIn: requestBytes(ctx, x), BytesOut: relayed,
 		Pool: a.ps, Backend: a.b, Upstream: a.ttfb,
 	})
 	if a != &x.first {

@@ -289,6 +289,21 @@ response_headers: {remove: [Server], set: ["X-Served-By: ${backend}"], add: ["X-
 		}}},
 	},
 	{
+		name:     "hop-by-hop response fields",
+		yaml:     routeWith(""),
+		backends: []string{"HTTP/1.1 200 OK\r\nConnection: X-Internal, keep-alive\r\nX-Internal: secret\r\nKeep-Alive: timeout=5\r\nX-Kept: 1\r\nContent-Length: 2\r\n\r\nok"},
+		steps: []step{{want: pwant{status: 200, body: "ok", reach: "B0", term: "--", pool: "p",
+			header: map[string]string{"X-Internal": "", "Keep-Alive": "", "Connection": "", "X-Kept": "1"}}}},
+	},
+	{
+		name: "hop-by-hop request fields",
+		yaml: routeWith(""),
+		only: h1only, // an HTTP/2 request cannot carry them (x/net refuses it)
+		steps: []step{{req: preq{header: [][2]string{{"Connection", "X-Private"}, {"X-Private", "1"}, {"Keep-Alive", "5"}, {"X-Kept", "1"}}}, want: pwant{
+			status: 200, reach: "B0", term: "--", pool: "p",
+			seen: map[string]string{"X-Private": "", "Keep-Alive": "", "Connection": "", "X-Kept": "1"}}}},
+	},
+	{
 		name:     "compression honours q-values",
 		yaml:     routeWith(compressRoute),
 		backends: []string{compressible},
