@@ -42,6 +42,7 @@ type Exchange struct {
 	// templates, the normalised path, scratch for templates and keys, scratch for fields, the
 	// redirect's Location, Retry-After.
 	id, trace, uri, host, path, tmp, buf, loc, wait []byte
+	npath                                           []byte // the normalised path: path, or the target's own
 }
 
 // Reply is an answer Ballast gives itself. Its byte slices are the core's (shared or held by
@@ -93,8 +94,13 @@ func (x *Exchange) Route(req Request) *Route {
 	var path []byte
 	if t.needPath {
 		if p, _ := splitTarget(req.Target()); p != nil {
-			x.path = NormalizePath(x.path[:0], p)
-			path = x.path
+			if normal(p) {
+				path = p // already normalised: no copy (it aliases the target until a rewrite)
+			} else {
+				x.path = NormalizePath(x.path[:0], p)
+				path = x.path
+			}
+			x.npath = path
 		}
 	}
 	r := t.match(x.l.Conf.Name, req.Host(), path)
@@ -223,11 +229,13 @@ func (x *Exchange) rewrite(req Request, rw *rewrite) {
 	if p == nil {
 		return
 	}
-	dec, ok := rw.path(x.tmp[:0], x.path)
+	dec, ok := rw.path(x.tmp[:0], x.npath)
 	if !ok {
 		return
 	}
-	x.uri = append(x.uri[:0], target...) // the access log's URI is the one received
+	if x.t.access {
+		x.uri = append(x.uri[:0], target...) // the access log's URI is the one received
+	}
 	x.buf = appendEscapedPath(x.buf[:0], dec)
 	x.buf = append(x.buf, query...)
 	x.tmp = dec
@@ -239,7 +247,7 @@ func (x *Exchange) rewrite(req Request, rw *rewrite) {
 func (x *Exchange) redirect(req Request, rp *routePolicy) {
 	path, query := splitTarget(req.Target())
 	if rp.rewrite != nil && path != nil {
-		if dec, ok := rp.rewrite.path(x.tmp[:0], x.path); ok {
+		if dec, ok := rp.rewrite.path(x.tmp[:0], x.npath); ok {
 			x.buf = appendEscapedPath(x.buf[:0], dec)
 			path, x.tmp = x.buf, dec
 		}

@@ -37,6 +37,26 @@ func splitTarget(target []byte) (path, query []byte) {
 	return target, nil
 }
 
+// normal reports whether path is its own normalised form: a '/' first, and no
+// percent-escape, repeated slash or dot segment (a segment starting with '.' is not looked
+// into: NormalizePath decides).
+func normal(path []byte) bool {
+	if len(path) == 0 || path[0] != '/' {
+		return false
+	}
+	for i := 0; i < len(path); i++ {
+		switch path[i] {
+		case '%':
+			return false
+		case '/':
+			if i+1 < len(path) && (path[i+1] == '/' || path[i+1] == '.') {
+				return false
+			}
+		}
+	}
+	return true
+}
+
 // NormalizePath appends the normalised form of path (percent-encoded, as in a request target)
 // to dst. The result starts with '/'.
 func NormalizePath(dst, path []byte) []byte {

@@ -56,6 +56,9 @@ func FuzzNormalizePath(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, p string) {
 		n := NormalizePath(nil, []byte(p))
+		if normal([]byte(p)) && string(n) != p {
+			t.Fatalf("normal(%q), yet it normalises to %q", p, n)
+		}
 		if len(n) == 0 || n[0] != '/' {
 			t.Fatalf("NormalizePath(%q) = %q", p, n)
 		}

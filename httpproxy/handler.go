@@ -196,6 +196,7 @@ func (ls *listenerState) refuseHead(ctx *fasthttp.RequestCtx, x *exchange, v hea
 	default:
 		cx.Refuse(nil, fasthttp.StatusBadRequest, []byte(v.message()))
 	}
+	cx.Reply.Close = true
 	ls.reply(ctx, x, nil)
 }
 
