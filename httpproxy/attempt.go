@@ -2,7 +2,6 @@ package httpproxy
 
 import (
 	"bufio"
-	"bytes"
 	"errors"
 	"io"
 	"net"
@@ -256,6 +255,14 @@ func (a *attempt) roundTrip(hedged bool) bool {
 	out := a.out
 	out.Header.SetNoDefaultContentType(true)
 	err = readResponseHeader(&out.Header, br)
+	if err != nil && wait < rt && sending == nil && isTimeout(err) && time.Since(a.start) < rt {
+		// The head came in pieces past the watch slice's deadline: what arrived of it is
+		// still buffered (the parse consumes nothing until the head is whole), so it is read
+		// again under the whole response timeout.
+		if err = conn.SetReadDeadline(a.start.Add(rt)); err == nil {
+			err = readResponseHeader(&out.Header, br)
+		}
+	}
 	if sending != nil {
 		werr, cut := a.upload.join(sending)
 		releaseWriter(bw)
@@ -389,7 +396,7 @@ var errClientGone = errors.New("client left before the response")
 // the first byte of the response, checking the client every watchSlice: a client that closed
 // its connection (or its sending side) ends the wait with errClientGone, and the attempt is
 // cancelled (its connection closed, its slot freed) instead of holding the backend for rt. The
-// read deadline is then the whole timeout's again unless the head has arrived whole.
+// read deadline stays a slice's; a head that straddles it is read again (roundTrip).
 func (a *attempt) awaitResponse(br *bufio.Reader, conn net.Conn, rt time.Duration) error {
 	for {
 		_, err := br.Peek(1)
@@ -410,13 +417,8 @@ func (a *attempt) awaitResponse(br *bufio.Reader, conn net.Conn, rt time.Duratio
 			return err
 		}
 	}
-	if b, _ := br.Peek(br.Buffered()); !bytes.Contains(b, crlfcrlf) {
-		return conn.SetReadDeadline(a.start.Add(rt))
-	}
 	return nil
 }
-
-var crlfcrlf = []byte("\r\n\r\n")
 
 // isTimeout reports whether err is a deadline that passed.
 func isTimeout(err error) bool {

@@ -67,3 +67,37 @@ func TestClientGoneCancelsTheAttempt(t *testing.T) {
 		t.Errorf("%d access lines, want 1", strings.Count(string(data), "\n"))
 	}
 }
+
+// TestHeadAcrossTheWatchSlice: a backend that sends the first line of its response at once and
+// the rest of the head only after the watch slice's deadline (which bounds the wait while the
+// client is watched) is still answered within timeouts.response: the head is read again.
+func TestHeadAcrossTheWatchSlice(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				buf := make([]byte, 4096)
+				if _, err := c.Read(buf); err != nil {
+					return
+				}
+				_, _ = c.Write([]byte("HTTP/1.1 200 OK\r\nX-Part: 1\r\n"))
+				time.Sleep(watchSlice + watchSlice/2)
+				_, _ = c.Write([]byte("Content-Length: 4\r\n\r\nslow"))
+			}()
+		}
+	}()
+	tp := startProxy(t, testConfig(testPool("p", "roundrobin", ln.Addr().String())))
+	resp, body := rawDo(t, tp.addr, "GET / HTTP/1.1\r\nHost: h\r\n\r\n")
+	if resp.StatusCode != 200 || body != "slow" || resp.Header.Get("X-Part") != "1" {
+		t.Fatalf("%d %q %v, want 200 slow", resp.StatusCode, body, resp.Header)
+	}
+}
