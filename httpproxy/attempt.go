@@ -213,7 +213,12 @@ func (a *attempt) roundTrip(hedged bool) bool {
 		}
 		a.upload.conn = conn
 	}
-	if err = armReadDeadline(conn, a.start, wait); err != nil {
+	if wait < rt {
+		err = armWatchDeadline(conn, a.start, rt)
+	} else {
+		err = armReadDeadline(conn, a.start, rt)
+	}
+	if err != nil {
 		a.closeConn()
 		return a.fail(httpcore.Closed, err)
 	}
@@ -385,8 +390,9 @@ func (a *attempt) classify(err error, reused bool) bool {
 	return a.fail(httpcore.BadGateway, err)
 }
 
-// watchSlice is how long an attempt waits for response headers before it checks whether its
-// client is still there, and then again each time as long.
+// watchSlice is how long an attempt waits for response headers, at the most, before it
+// checks whether its client is still there (the first wait takes up to twice as long, see
+// armWatchDeadline), and then again each time as long.
 const watchSlice = time.Second
 
 // errClientGone ends the wait of an attempt whose client left.

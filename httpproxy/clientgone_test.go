@@ -90,7 +90,7 @@ func TestHeadAcrossTheWatchSlice(t *testing.T) {
 					return
 				}
 				_, _ = c.Write([]byte("HTTP/1.1 200 OK\r\nX-Part: 1\r\n"))
-				time.Sleep(watchSlice + watchSlice/2)
+				time.Sleep(2*watchSlice + watchSlice/2) // past the first wait's deadline, at most 2 slices
 				_, _ = c.Write([]byte("Content-Length: 4\r\n\r\nslow"))
 			}()
 		}
