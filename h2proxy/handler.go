@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"io"
-	"iter"
 	"net"
 	"net/http"
 	"net/url"
@@ -28,31 +27,50 @@ var errResponseTimeout = errors.New("no response headers within timeouts.respons
 var errBodyTooLarge = errors.New("request body larger than max_body_bytes")
 
 // ServeHTTP proxies one stream through the HTTP core: the same steps, in the same order, as
-// an HTTP/1 request (see package httpcore).
+// an HTTP/1 request (see package httpcore). The steps before the first attempt run in their
+// own frame (begin), so the deep call chain of an attempt starts on a small stack: a stream's
+// goroutine that outgrew its first stack would copy it on every request.
 func (cs *connState) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	e, key := cs.begin(w, r)
+	if e == nil {
+		return
+	}
+	if e.cancel != nil {
+		defer e.cancel()
+	}
+	if e.pool.HedgeDelay > 0 && e.body.r == nil && httpcore.Idempotent(e.req.Method()) {
+		e.hedged(key) // its attempts may outlive it: e is not pooled
+		return
+	}
+	e.forward(key)
+	e.put()
+}
+
+// begin runs the core's steps up to the pool's key; nil when the stream is answered.
+//
+//go:noinline
+func (cs *connState) begin(w http.ResponseWriter, r *http.Request) (*exchange, uint64) {
 	t := cs.proxy.core.Table()
 	l := t.Listener(cs.listener)
 	if l == nil {
 		w.WriteHeader(http.StatusServiceUnavailable) // the listener went away in a reload
-		return
+		return nil, 0
 	}
-	e := &exchange{cs: cs, w: w, r: r, grpc: isGRPC(r), start: time.Now()}
+	e := exchangePool.Get().(*exchange)
+	e.cs, e.w, e.r, e.grpc, e.start = cs, w, r, isGRPC(r), time.Now()
 	e.req.init(r, cs.local)
 	cx := &e.core
 	cx.Begin(t, l, &e.req, httpcore.Conn{Peer: cs.client, TLS: cs.tls, HTTP2: true})
 	if r.Method == http.MethodConnect {
 		cx.RefuseMethod()
 		e.reply(nil)
-		return
+		e.put()
+		return nil, 0
 	}
-	route := cx.Route(&e.req)
-	if route == nil {
+	if cx.Route(&e.req) == nil || !cx.Admit(&e.req) {
 		e.reply(nil)
-		return
-	}
-	if !cx.Admit(&e.req) {
-		e.reply(nil)
-		return
+		e.put()
+		return nil, 0
 	}
 	var sc httpcore.Scan
 	scanHeader(&sc, e.req.out)
@@ -67,22 +85,24 @@ func (cs *connState) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	e.pool.CountRequest()
 	key := e.pool.Key(&e.req, cx.Client())
-
-	ctx := r.Context()
+	e.ctx = r.Context()
 	if e.grpc {
 		if d, ok := grpcTimeout(r.Header.Get("Grpc-Timeout")); ok {
-			var cancel context.CancelFunc
-			ctx, cancel = context.WithTimeout(ctx, d)
-			defer cancel()
+			e.ctx, e.cancel = context.WithTimeout(e.ctx, d)
 			e.deadline = true
 		}
 	}
-	e.ctx = ctx
-	if e.pool.HedgeDelay > 0 && e.body.r == nil && httpcore.Idempotent(e.req.Method()) {
-		e.hedged(key)
-		return
-	}
-	e.forward(key)
+	return e, key
+}
+
+var exchangePool = sync.Pool{New: func() any { return new(exchange) }}
+
+// put hands e back once nothing refers to it (not after hedging, whose losers may still run).
+func (e *exchange) put() {
+	cx := e.core
+	cx.Reset()
+	*e = exchange{core: cx}
+	exchangePool.Put(e)
 }
 
 // exchange is one stream's state.
@@ -91,9 +111,11 @@ type exchange struct {
 	w        http.ResponseWriter
 	r        *http.Request
 	ctx      context.Context
+	cancel   context.CancelFunc // of a grpc-timeout's ctx
 	core     httpcore.Exchange
 	req      h2Req
 	resp     h2Resp
+	counted  countingBody
 	pool     *httpcore.Pool
 	body     *replayBody
 	grpc     bool
@@ -162,6 +184,13 @@ func (e *exchange) attempt(b *upstream.Backend) *httpcore.Outcome {
 			return e.attempt1(b, u)
 		}
 	}
+	return e.attemptTransport(b, t)
+}
+
+// attemptTransport is attempt through the backend's http.Transport or http2.Transport.
+//
+//go:noinline
+func (e *exchange) attemptTransport(b *upstream.Backend, t *transport) *httpcore.Outcome {
 	actx, cancel := context.WithCancelCause(e.ctx)
 	defer cancel(nil)
 	var timer *time.Timer
@@ -340,7 +369,8 @@ func (e *exchange) deliver(b *upstream.Backend, status int, cl int64, body io.Re
 			delete(h, k)
 		}
 	}
-	counted := &countingBody{ReadCloser: body} // bytes_out: as the backend sent them
+	e.counted = countingBody{ReadCloser: body} // bytes_out: as the backend sent them
+	counted := &e.counted
 	body = counted
 	if enc := e.core.Respond(&e.req, &e.resp, b); enc != httpcore.EncNone {
 		var z httpcore.Compressor
@@ -554,29 +584,27 @@ func isConnectError(err error) bool {
 // copyHeader1 copies the fields of a backend's HTTP/1.1 response into h (deliver drops the
 // hop-by-hop ones), with two allocations for all the values: one string holding them all, one
 // slice of them.
-func copyHeader1(h http.Header, fields iter.Seq2[[]byte, []byte]) {
-	size, n := 0, 0
-	for _, v := range fields {
-		size += len(v)
-		n++
+func copyHeader1(h http.Header, fields []httpcore.Field) {
+	size := 0
+	for _, f := range fields {
+		size += len(f.Value)
 	}
 	var all strings.Builder // no scratch array: a large frame would grow the stream's stack
 	all.Grow(size)
-	for _, v := range fields {
-		all.Write(v)
+	for _, f := range fields {
+		all.Write(f.Value)
 	}
-	joined, vals := all.String(), make([]string, n)
-	off, i := 0, 0
-	for k, v := range fields {
-		key := headerKey(k)
-		vals[i] = joined[off : off+len(v)]
-		off += len(v)
+	joined, vals := all.String(), make([]string, len(fields))
+	off := 0
+	for i, f := range fields {
+		key := headerKey(f.Name)
+		vals[i] = joined[off : off+len(f.Value)]
+		off += len(f.Value)
 		if prev := h[key]; len(prev) > 0 {
 			h[key] = append(prev, vals[i])
 		} else {
 			h[key] = vals[i : i+1 : i+1]
 		}
-		i++
 	}
 }
 

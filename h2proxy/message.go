@@ -38,10 +38,10 @@ func (m *h2Req) Peek(name []byte) []byte {
 }
 
 func (m *h2Req) AppendValues(dst, name []byte) []byte { return appendValues(dst, m.out[b2s(name)]) }
-func (m *h2Req) Set(name, value []byte)               { m.out[string(name)] = []string{string(value)} }
+func (m *h2Req) Set(name, value []byte)               { m.out[key(name)] = []string{value1(value)} }
 func (m *h2Req) Add(name, value []byte) {
-	k := string(name)
-	m.out[k] = append(m.out[k], string(value))
+	k := key(name)
+	m.out[k] = append(m.out[k], value1(value))
 }
 func (m *h2Req) Del(name []byte)      { delete(m.out, b2s(name)) }
 func (m *h2Req) Method() []byte       { return s2b(m.r.Method) }
@@ -77,14 +77,53 @@ func (m *h2Resp) Peek(name []byte) []byte {
 }
 
 func (m *h2Resp) AppendValues(dst, name []byte) []byte { return appendValues(dst, m.h[b2s(name)]) }
-func (m *h2Resp) Set(name, value []byte)               { m.h[string(name)] = []string{string(value)} }
+func (m *h2Resp) Set(name, value []byte)               { m.h[key(name)] = []string{value1(value)} }
 func (m *h2Resp) Add(name, value []byte) {
-	k := string(name)
-	m.h[k] = append(m.h[k], string(value))
+	k := key(name)
+	m.h[k] = append(m.h[k], value1(value))
 }
 func (m *h2Resp) Del(name []byte)      { delete(m.h, b2s(name)) }
 func (m *h2Resp) Status() int          { return m.status }
 func (m *h2Resp) ContentLength() int64 { return m.cl }
+
+// key is a field name as a map key: the names the core sets on every request and response
+// come from constants, not a new string each.
+func key(name []byte) string {
+	switch string(name) {
+	case "X-Forwarded-For":
+		return "X-Forwarded-For"
+	case "X-Forwarded-Proto":
+		return "X-Forwarded-Proto"
+	case "X-Forwarded-Host":
+		return "X-Forwarded-Host"
+	case "Forwarded":
+		return "Forwarded"
+	case "X-Request-Id":
+		return "X-Request-Id"
+	case "X-Ballast-Backend":
+		return "X-Ballast-Backend"
+	case "Set-Cookie":
+		return "Set-Cookie"
+	case "Vary":
+		return "Vary"
+	case "Etag":
+		return "Etag"
+	case "Content-Encoding":
+		return "Content-Encoding"
+	}
+	return string(name)
+}
+
+// value1 is a field value as a string; the scheme values are constants.
+func value1(v []byte) string {
+	switch string(v) {
+	case "http":
+		return "http"
+	case "https":
+		return "https"
+	}
+	return string(v)
+}
 
 // appendValues appends the non-empty values joined by ", ".
 func appendValues(dst []byte, vv []string) []byte {

@@ -3,7 +3,6 @@ package httpcore
 import (
 	"context"
 	"io"
-	"iter"
 	"time"
 
 	"ballast/upstream"
@@ -35,9 +34,10 @@ type Upstream1 interface {
 	// retried on a fresh connection first. The Outcome's Failure is OK for a response.
 	RoundTrip() Outcome
 	// Status, ResponseFields and ContentLength describe the response (its hop-by-hop fields
-	// are the caller's to drop); TTFB is the time from dispatch to its headers.
+	// are the caller's to drop; the fields are valid until Release); TTFB is the time from
+	// dispatch to its headers.
 	Status() int
-	ResponseFields() iter.Seq2[[]byte, []byte]
+	ResponseFields() []Field
 	ContentLength() int64
 	TTFB() time.Duration
 	// Body is the response body; its Close ends the response (the connection goes back to
@@ -46,3 +46,6 @@ type Upstream1 interface {
 	// Release ends the request and returns its state to the engine.
 	Release()
 }
+
+// Field is one header field.
+type Field struct{ Name, Value []byte }

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"io"
-	"iter"
 	"sync"
 	"time"
 
@@ -26,6 +25,7 @@ type upstream1 struct {
 	a      attempt
 	req    fasthttp.Request
 	fields fieldsMsg
+	rf     []httpcore.Field // the response's fields, for ResponseFields
 	body   upstreamBody
 	buf    bytes.Reader
 	stop   func() bool // undoes Watch
@@ -90,7 +90,13 @@ func (u *upstream1) Watch(ctx context.Context) { u.stop = context.AfterFunc(ctx,
 
 func (u *upstream1) Status() int { return u.a.resp.Header.StatusCode() }
 
-func (u *upstream1) ResponseFields() iter.Seq2[[]byte, []byte] { return u.a.resp.Header.All() }
+func (u *upstream1) ResponseFields() []httpcore.Field {
+	u.rf = u.rf[:0]
+	for k, v := range u.a.resp.Header.All() {
+		u.rf = append(u.rf, httpcore.Field{Name: k, Value: v})
+	}
+	return u.rf
+}
 
 func (u *upstream1) ContentLength() int64 { return int64(u.a.resp.Header.ContentLength()) }
 
@@ -125,6 +131,8 @@ func (u *upstream1) Release() {
 	u.req.Reset()
 	u.buf.Reset(nil)
 	u.body = upstreamBody{}
+	clear(u.rf)
+	u.rf = u.rf[:0]
 	if reuse {
 		upstream1Pool.Put(u)
 	}
