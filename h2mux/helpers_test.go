@@ -23,6 +23,7 @@ type recorder struct {
 	hold    bool // answer nothing
 	consume bool // call Consumed for request bytes at once
 	pending map[*Stream][]byte
+	onData  func(p []byte)
 }
 
 func (r *recorder) Request(s *Stream, req *Request, end bool) {
@@ -36,6 +37,13 @@ func (r *recorder) Request(s *Stream, req *Request, end bool) {
 }
 
 func (r *recorder) Data(s *Stream, p []byte, end bool) {
+	if r.onData != nil {
+		r.onData(p)
+		if r.consume {
+			r.c.Consumed(s, len(p))
+		}
+		return
+	}
 	r.events = append(r.events, fmt.Sprintf("data %d %d end=%v", s.ID(), len(p), end))
 	if r.consume {
 		r.c.Consumed(s, len(p))
