@@ -206,7 +206,21 @@ type Conn struct {
 	peerGoAway     bool
 	depth          int
 
-	hblock HeaderBlock
+	hblock  HeaderBlock
+	lastErr streamErrorInfo
+}
+
+type streamErrorInfo struct {
+	id     uint32
+	code   ErrCode
+	reason string
+}
+
+// LastStreamError returns the most recent stream the connection reset or refused for
+// something the client sent, with the error code and the rule broken, for the owner's log
+// (id 0: none yet).
+func (c *Conn) LastStreamError() (id uint32, code ErrCode, reason string) {
+	return c.lastErr.id, c.lastErr.code, c.lastErr.reason
 }
 
 // NewConn returns a connection that reports to h, with its server preface (SETTINGS and the
@@ -577,17 +591,10 @@ func (c *Conn) onSettings(f *frame) error {
 	for ; len(p) >= 6; p = p[6:] {
 		id := uint16(p[0])<<8 | uint16(p[1])
 		v := uint32(p[2])<<24 | uint32(p[3])<<16 | uint32(p[4])<<8 | uint32(p[5])
-		switch id {
+		switch id { // values parseFrame checked
 		case settingHeaderTableSize:
 			c.tableUpdate = true // we use no dynamic table; say so again (RFC 7541 §4.2)
-		case settingEnablePush:
-			if v > 1 {
-				return c.fail(ErrCodeProtocol, "SETTINGS_ENABLE_PUSH neither 0 nor 1")
-			}
 		case settingInitialWindowSize:
-			if v > maxWindow {
-				return c.fail(ErrCodeFlowControl, "SETTINGS_INITIAL_WINDOW_SIZE above 2^31-1")
-			}
 			delta := int64(v) - c.peerInitWindow
 			c.peerInitWindow = int64(v)
 			for _, s := range c.streams {
@@ -597,9 +604,6 @@ func (c *Conn) onSettings(f *frame) error {
 				}
 			}
 		case settingMaxFrameSize:
-			if v < DefaultMaxFrameSize || v > maxFrameLimit {
-				return c.fail(ErrCodeProtocol, "SETTINGS_MAX_FRAME_SIZE out of range")
-			}
 			c.peerMaxFrame = int(v)
 		}
 	}
@@ -673,6 +677,7 @@ func (c *Conn) streamError(id uint32, code ErrCode, reason string) error {
 		return c.fail(code, reason+" (idle stream)")
 	}
 	c.ctr.StreamErrors.Add(1)
+	c.lastErr = streamErrorInfo{id, code, reason}
 	if s := c.streams[id]; s != nil {
 		c.endStream(s, code)
 	}

@@ -210,6 +210,23 @@ func parseFrame(h frameHeader, p []byte) (f frame, ferr *frameError) {
 		if len(p)%6 != 0 {
 			return f, connErr(ErrCodeFrameSize, "SETTINGS frame length not a multiple of 6")
 		}
+		for q := p; len(q) >= 6; q = q[6:] {
+			v := binary.BigEndian.Uint32(q[2:])
+			switch uint16(q[0])<<8 | uint16(q[1]) {
+			case settingEnablePush:
+				if v > 1 {
+					return f, connErr(ErrCodeProtocol, "SETTINGS_ENABLE_PUSH neither 0 nor 1")
+				}
+			case settingInitialWindowSize:
+				if v > maxWindow {
+					return f, connErr(ErrCodeFlowControl, "SETTINGS_INITIAL_WINDOW_SIZE above 2^31-1")
+				}
+			case settingMaxFrameSize:
+				if v < DefaultMaxFrameSize || v > maxFrameLimit {
+					return f, connErr(ErrCodeProtocol, "SETTINGS_MAX_FRAME_SIZE out of range")
+				}
+			}
+		}
 		f.data = p
 	case framePushPromise:
 		// A client never sends one (RFC 9113 §8.4); the Conn refuses any that parses.

@@ -134,6 +134,7 @@ func (c *Conn) endRequest() error {
 	if hb.over {
 		// Too large: answered 431 here, never handed to the owner.
 		c.ctr.HeadersTooLarge.Add(1)
+		c.lastErr = streamErrorInfo{hb.id, ErrCodeNo, "request head past the header list limit (431)"}
 		c.writeStatusOnly(hb.id, 431)
 		if !hb.end {
 			c.writeRST(hb.id, ErrCodeNo)
