@@ -367,6 +367,21 @@ func TestStalls(t *testing.T) {
 			t.Errorf("events %s", e)
 		}
 	})
+	t.Run("window used up by a write", func(t *testing.T) {
+		cl := newClient(t, Config{})
+		got := cl.exchange(func() {
+			cl.fr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: 1})
+			cl.headers(1, true, getHead...)
+		})
+		wantFrames(t, got, "SETTINGS ack", "HEADERS 1 :status=200 content-type=text/plain", "DATA 1 1")
+		if d := cl.c.Deadline(); d != cl.now+int64(DefaultStallTimeout) {
+			t.Fatalf("deadline %d: the stall timer did not start", d)
+		}
+		cl.now += int64(DefaultStallTimeout)
+		cl.c.Tick()
+		cl.drain()
+		wantFrames(t, cl.frames(), "RST 1 CANCEL")
+	})
 	t.Run("window given in time", func(t *testing.T) {
 		cl := newClient(t, Config{})
 		cl.exchange(func() {

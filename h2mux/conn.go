@@ -134,7 +134,8 @@ type Stream struct {
 	remoteDone bool // END_STREAM received (or the stream was reset)
 	localDone  bool // END_STREAM sent (or the stream was reset)
 	headSent   bool // the final response head went out
-	blocked    bool // on c.blocked, waiting for window or output room
+	blocked    bool // waiting for window or output room
+	listed     bool // on c.blocked
 	released   bool
 	sendWindow int64 // the client's window for our DATA on this stream (may go negative)
 	recvWindow int64 // what the client may still send us on this stream
@@ -183,8 +184,10 @@ type Conn struct {
 	maxClientID uint32
 	free        *Stream
 	releaseQ    []*Stream
-	blocked     []*Stream
+	blocked     []*Stream // streams that may be blocked, in the order they blocked
 	blockedNext []*Stream
+	stalled     []*Stream // Tick's scratch
+	waking      bool
 	reset       [resetRingSize]uint32 // streams Ballast reset, newest at resetN-1
 	resetN      int
 
@@ -572,13 +575,10 @@ func (c *Conn) onRSTStream(f *frame) error {
 	if s == nil {
 		return nil // closed: nothing to do
 	}
-	answered := s.localDone
+	// An open stream is one whose response has not ended (the owner's last write ends it).
 	c.endStream(s, f.code)
-	if !answered {
-		c.ctr.ClientResets.Add(1)
-		return c.spendReset()
-	}
-	return nil
+	c.ctr.ClientResets.Add(1)
+	return c.spendReset()
 }
 
 func (c *Conn) onSettings(f *frame) error {
@@ -636,9 +636,9 @@ func (c *Conn) onWindowUpdate(f *frame) error {
 		return c.streamError(f.streamID, ErrCodeFlowControl, "stream window above 2^31-1")
 	}
 	s.sendWindow += inc
-	if s.blocked && s.sendWindow > 0 && c.sendWindow > 0 {
+	if s.blocked && c.canWrite(s) {
 		s.stallSince = 0
-		s.blocked = false
+		s.blocked = false // still listed: wakeBlocked drops it, block will not list it twice
 		c.h.Writable(s)
 	}
 	return c.err2()
@@ -701,6 +701,7 @@ func (c *Conn) release(s *Stream) {
 		return
 	}
 	s.released = true
+	c.unlist(s)
 	// Request bytes the owner held and will not consume go back to the connection window.
 	c.creditConn(s.recvHeld)
 	s.recvHeld = 0

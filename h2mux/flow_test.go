@@ -34,6 +34,26 @@ func TestSendWindows(t *testing.T) {
 			t.Errorf("events %s", w)
 		}
 	})
+	t.Run("woken and blocked again, listed once", func(t *testing.T) {
+		cl := newClient(t, Config{})
+		cl.r.body = make([]byte, 1000)
+		cl.exchange(func() {
+			cl.fr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: 0})
+			cl.headers(1, true, getHead...)
+		})
+		for i := 0; i < 500; i++ {
+			got := cl.exchange(func() { cl.fr.WriteWindowUpdate(1, 1) })
+			if len(got) != 1 || len(cl.c.blocked) > 1 {
+				t.Fatalf("update %d: frames %q, %d listed", i, got, len(cl.c.blocked))
+			}
+			cl.c.Advance(0)
+		}
+		got := cl.exchange(func() { cl.fr.WriteWindowUpdate(1, 500) })
+		wantFrames(t, got, "DATA 1 500 end")
+		if len(cl.c.blocked) != 0 {
+			t.Errorf("%d streams listed after the end", len(cl.c.blocked))
+		}
+	})
 	t.Run("negative stream window", func(t *testing.T) {
 		cl := newClient(t, Config{})
 		cl.r.body = []byte("0123456789")

@@ -98,12 +98,10 @@ func (c *Conn) WriteData(s *Stream, p []byte, end bool) (int, error) {
 	}
 	n := int(take)
 	if n < len(p) {
-		c.block(s)
 		end = false
-	} else {
-		s.stallSince = 0
 	}
 	if n == 0 && !end {
+		c.block(s)
 		return 0, nil
 	}
 	max := min(c.peerMaxFrame, maxSendFrame)
@@ -124,6 +122,11 @@ func (c *Conn) WriteData(s *Stream, p []byte, end bool) (int, error) {
 	c.wrote(out)
 	s.sendWindow -= take
 	c.sendWindow -= take
+	if n < len(p) {
+		c.block(s) // after the windows were spent: a stream that used the last of one stalls now
+	} else {
+		s.stallSince = 0
+	}
 	if end {
 		c.localEnd(s)
 	}
@@ -141,10 +144,12 @@ func (c *Conn) localEnd(s *Stream) {
 	c.release(s)
 }
 
-// block puts s on the list of streams waiting for window or output room.
+// block marks s as waiting for window or output room and lists it (once: s.listed says it
+// is on c.blocked).
 func (c *Conn) block(s *Stream) {
-	if !s.blocked {
-		s.blocked = true
+	s.blocked = true
+	if !s.listed {
+		s.listed = true
 		c.blocked = append(c.blocked, s)
 	}
 	if s.stallSince == 0 && (s.sendWindow <= 0 || c.sendWindow <= 0) {
@@ -152,21 +157,47 @@ func (c *Conn) block(s *Stream) {
 	}
 }
 
+// unlist takes an ending stream off c.blocked.
+func (c *Conn) unlist(s *Stream) {
+	if !s.listed {
+		return
+	}
+	s.listed = false
+	for i, b := range c.blocked {
+		if b == s {
+			copy(c.blocked[i:], c.blocked[i+1:])
+			c.blocked[len(c.blocked)-1] = nil
+			c.blocked = c.blocked[:len(c.blocked)-1]
+			return
+		}
+	}
+}
+
+// canWrite reports whether s would get at least a byte out of WriteData.
+func (c *Conn) canWrite(s *Stream) bool {
+	return c.err == nil && s.sendWindow > 0 && c.sendWindow > 0 && c.room() > 0
+}
+
 // wakeBlocked tells the waiting streams that can write now (Handler.Writable), in the
-// order they blocked.
+// order they blocked; the others stay listed.
 func (c *Conn) wakeBlocked() {
+	if c.waking {
+		return
+	}
+	c.waking = true
 	list := c.blocked
 	c.blocked = c.blockedNext[:0]
 	for i, s := range list {
 		list[i] = nil
-		if s.released || !s.blocked {
-			continue
+		if s.released || !s.listed {
+			continue // ended during this pass (unlist could not see the old list)
 		}
-		if c.err != nil || s.sendWindow <= 0 || c.sendWindow <= 0 || c.room() <= 0 {
-			if s.stallSince == 0 && (s.sendWindow <= 0 || c.sendWindow <= 0) {
-				s.stallSince = c.now
-			}
-			c.blocked = append(c.blocked, s)
+		s.listed = false
+		if !s.blocked {
+			continue // woken since it was listed
+		}
+		if !c.canWrite(s) {
+			c.block(s)
 			continue
 		}
 		s.blocked = false
@@ -174,6 +205,7 @@ func (c *Conn) wakeBlocked() {
 		c.h.Writable(s)
 	}
 	c.blockedNext = list[:0]
+	c.waking = false
 }
 
 // Consumed reports that the owner is done with n bytes of the request body of s that Data

@@ -23,7 +23,7 @@ func (c *Conn) Deadline() int64 {
 		at(c.drainedAt + int64(c.cfg.StallTimeout))
 	}
 	for _, s := range c.blocked {
-		if s != nil && s.blocked && !s.released && s.stallSince != 0 {
+		if s.blocked && s.stallSince != 0 {
 			at(s.stallSince + int64(c.cfg.StallTimeout))
 		}
 	}
@@ -53,9 +53,15 @@ func (c *Conn) Tick() error {
 		c.ctr.OutputStalls.Add(1)
 		return c.fail(ErrCodeEnhanceYourCalm, "the client does not read")
 	}
-	for i := 0; i < len(c.blocked); i++ {
-		s := c.blocked[i]
-		if s == nil || !s.blocked || s.released || s.stallSince == 0 || now-s.stallSince < int64(c.cfg.StallTimeout) {
+	c.stalled = c.stalled[:0]
+	for _, s := range c.blocked {
+		if s.blocked && s.stallSince != 0 && now-s.stallSince >= int64(c.cfg.StallTimeout) {
+			c.stalled = append(c.stalled, s)
+		}
+	}
+	for i, s := range c.stalled { // reset apart: ending a stream takes it off c.blocked
+		c.stalled[i] = nil
+		if s.released {
 			continue
 		}
 		c.ctr.StallResets.Add(1)
