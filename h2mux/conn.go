@@ -183,6 +183,7 @@ type Conn struct {
 	streams     map[uint32]*Stream
 	maxClientID uint32
 	free        *Stream
+	freeN       int
 	releaseQ    []*Stream
 	blocked     []*Stream // streams that may be blocked, in the order they blocked
 	blockedNext []*Stream
@@ -355,9 +356,13 @@ func (c *Conn) leave() {
 		return
 	}
 	for i, s := range c.releaseQ {
+		c.releaseQ[i] = nil
+		if c.freeN >= maxFreeStreams {
+			continue // an idle connection keeps no more than a few
+		}
 		*s = Stream{next: c.free}
 		c.free = s
-		c.releaseQ[i] = nil
+		c.freeN++
 	}
 	c.releaseQ = c.releaseQ[:0]
 	if c.outOff == len(c.out) && c.out != nil {

@@ -197,6 +197,9 @@ func (b *HeaderBlock) Send(end bool) error {
 	c.enter()
 	defer c.leave()
 	c.writeHeaders(s.id, b.buf, end)
+	if cap(b.buf) > maxKeptBlock {
+		b.buf = nil // a rare large head: not kept for the connection's life
+	}
 	if !b.trailers && b.status >= 200 {
 		s.headSent = true
 	}

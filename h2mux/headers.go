@@ -195,6 +195,7 @@ func (c *Conn) newStream(id uint32) *Stream {
 	s := c.free
 	if s != nil {
 		c.free = s.next
+		c.freeN--
 		s.next = nil
 	} else {
 		s = new(Stream)

@@ -75,4 +75,9 @@ const (
 	// resetRingSize is how many streams Ballast reset are remembered, so that frames the client
 	// sent before it saw the RST_STREAM are ignored rather than answered (RFC 9113 §5.1).
 	resetRingSize = 32
+	// maxFreeStreams is how many ended streams' structs a connection keeps for its next
+	// streams; more are left to the collector, so an idle connection stays small.
+	maxFreeStreams = 16
+	// maxKeptBlock is the largest response header buffer a connection keeps between heads.
+	maxKeptBlock = 4 << 10
 )
