@@ -517,7 +517,7 @@ func TestMemoryBound(t *testing.T) {
 		t.Errorf("16 MiB frame header: %v, %d bytes buffered", cl.err, len(cl.c.in))
 	}
 
-	cl = newClient(t, Config{ResetBurst: 1 << 30}) // the test resets 249 streams below
+	cl = newClient(t, Config{})
 	cl.r.hold = true
 	cl.r.onData = func([]byte) {}
 	for i := 0; i < DefaultMaxConcurrentStreams; i++ {
@@ -536,17 +536,6 @@ func TestMemoryBound(t *testing.T) {
 	if held != DefaultMaxConcurrentStreams*4000 || held > DefaultConnWindow {
 		t.Errorf("held %d", held)
 	}
-	// When they end, the connection keeps a few stream structs, not 250.
-	cl.r.onData = nil
-	cl.exchange(func() {
-		for i := 1; i < DefaultMaxConcurrentStreams; i++ {
-			cl.fr.WriteRSTStream(uint32(2*i+1), http2.ErrCodeCancel)
-		}
-	})
-	if cl.c.NumStreams() != 1 || cl.c.freeN != maxFreeStreams {
-		t.Errorf("%d streams, %d kept free", cl.c.NumStreams(), cl.c.freeN)
-	}
-	cl.r.onData = func([]byte) {}
 	// The client may send no more than the connection window.
 	for i := 0; i < 100 && cl.err == nil; i++ {
 		cl.data(1, false, make([]byte, 16384))
@@ -554,5 +543,22 @@ func TestMemoryBound(t *testing.T) {
 	}
 	if cl.connCode() != int(ErrCodeFlowControl) {
 		t.Errorf("past the windows: %v", cl.err)
+	}
+
+	// When 250 streams end, the connection keeps a few stream structs, not 250.
+	cl = newClient(t, Config{ResetBurst: 1 << 30})
+	cl.r.hold = true
+	cl.exchange(func() {
+		for i := 0; i < DefaultMaxConcurrentStreams; i++ {
+			cl.headers(uint32(2*i+1), false, head("POST")...)
+		}
+	})
+	cl.exchange(func() {
+		for i := 0; i < DefaultMaxConcurrentStreams; i++ {
+			cl.fr.WriteRSTStream(uint32(2*i+1), http2.ErrCodeCancel)
+		}
+	})
+	if cl.c.NumStreams() != 0 || cl.c.freeN != maxFreeStreams || cl.err != nil {
+		t.Errorf("%d streams, %d kept free, %v", cl.c.NumStreams(), cl.c.freeN, cl.err)
 	}
 }
