@@ -282,3 +282,44 @@ func TestInvalidPreface(t *testing.T) {
 		t.Errorf("no GOAWAY with the reason in %q", conn.Output())
 	}
 }
+
+// TestConnectionEnd: a connection error and Abort each end every open stream, and the owner
+// hears of each (Handler.Reset); nothing is written after the GOAWAY.
+func TestConnectionEnd(t *testing.T) {
+	cl := newClient(t, Config{})
+	cl.r.hold = true
+	cl.exchange(func() {
+		for _, id := range []uint32{1, 3, 5} {
+			cl.headers(id, false, head("POST")...)
+		}
+	})
+	s := cl.c.streams[3]
+	got := cl.exchange(func() { cl.fr.WriteRawFrame(http2.FramePing, 0, 1, make([]byte, 8)) })
+	wantFrames(t, got, "GOAWAY 5 PROTOCOL_ERROR")
+	resets := 0
+	for _, e := range cl.r.events {
+		if strings.HasPrefix(e, "reset ") && strings.HasSuffix(e, " PROTOCOL_ERROR") {
+			resets++
+		}
+	}
+	if resets != 3 || cl.c.NumStreams() != 0 {
+		t.Errorf("%d resets reported, %d streams left: %q", resets, cl.c.NumStreams(), cl.r.events)
+	}
+	if _, err := cl.c.WriteData(s, []byte("x"), true); err == nil {
+		t.Error("WriteData after the connection error")
+	}
+	if err := cl.c.Feed([]byte("more")); err != cl.err {
+		t.Errorf("Feed after the error: %v", err)
+	}
+	if len(cl.c.Output()) != 0 {
+		t.Error("output after the GOAWAY")
+	}
+
+	cl = newClient(t, Config{})
+	cl.r.hold = true
+	cl.exchange(func() { cl.headers(1, false, head("POST")...) })
+	cl.c.Abort()
+	if last := cl.r.events[len(cl.r.events)-1]; last != "reset 1 CANCEL" || !cl.c.Done() || len(cl.c.Output()) != 0 {
+		t.Errorf("after Abort: %q, Done %v", last, cl.c.Done())
+	}
+}

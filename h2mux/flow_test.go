@@ -189,7 +189,11 @@ func TestSplitFeeds(t *testing.T) {
 	wantF, wantE := whole()
 	rng := rand.New(rand.NewPCG(1, 2))
 	for round := 0; round < 200; round++ {
-		cl := newClient(t, Config{})
+		cfg := Config{}
+		if round%2 == 1 {
+			cfg.Buffers = &freeList{} // the input buffer lent and given back between frames
+		}
+		cl := newClient(t, cfg)
 		cl.r.consume = true
 		for p := stream; len(p) > 0; {
 			n := 1 + rng.IntN(min(len(p), 1+rng.IntN(40)*100))
