@@ -21,7 +21,10 @@
 //     .Add(…).Send(end), WriteData(s, p, end) (which takes what the windows allow) and
 //     Trailers(s).Send. A stream ends when both sides ended it; then it is recycled.
 //   - Shutdown sends GOAWAY and refuses new streams; Abort ends all streams when the socket
-//     is gone.
+//     is gone. LastStreamError names the rule the last refused stream broke, for the log.
+//   - Config: the limits (zero: the defaults of limits.go), the owner's clock (Now), a
+//     buffer pool (Buffers: an idle connection then holds no buffer) and the Counters to add
+//     to (shared by a shard's or a listener's connections, read by /metrics).
 //
 // Contract: the connection checks every RFC 9113 rule a client can break, answering with the
 // stream or connection error the RFC names, and hands the owner only requests that can be
