@@ -9,6 +9,7 @@ require (
 	github.com/coder/websocket v1.8.15
 	github.com/klauspost/compress v1.20.3
 	github.com/mccutchen/go-httpbin/v2 v2.26.0
+	github.com/miekg/dns v1.1.73
 	github.com/molecule-man/go-brrr v1.3.1
 	github.com/prometheus/client_golang v1.25.0
 	github.com/prometheus/client_model v0.6.3

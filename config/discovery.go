@@ -233,6 +233,9 @@ func ParseBackends(name string, data []byte, max int) ([]Backend, error) {
 	d := &decoder{file: name, seen: map[string]pos{}}
 	var f BackendsFile
 	if !d.parse(data, &f) {
+		if d.nodes > maxNodes { // cut short: say what the limit is for
+			return nil, Errors{{File: name, Path: "backends", Msg: fmt.Sprintf("more than %d values: too many backends (at most %d, discovery.max_backends)", maxNodes, max)}}
+		}
 		return nil, sorted(d.errs)
 	}
 	fail := func(path, format string, args ...any) {

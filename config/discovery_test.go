@@ -102,3 +102,24 @@ func TestParseBackends(t *testing.T) {
 		}
 	}
 }
+
+// FuzzParseBackends: a discovery file never panics the parser, and what it accepts obeys the
+// rules a pool's backends obey.
+func FuzzParseBackends(f *testing.F) {
+	f.Add([]byte("backends:\n  - address: 10.0.0.1:80\n"))
+	f.Add([]byte("backends: [{address: a:1, weight: 0, name: x}, {address: b:2, backup: true, max_conns: 3}]"))
+	f.Add([]byte("backends: &a [*a]"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		bs, err := ParseBackends("f.yaml", data, 100)
+		if err != nil {
+			return
+		}
+		seen := map[string]bool{}
+		for _, b := range bs {
+			if CheckBackend(b) != nil || b.Name == "" || seen[b.Name] {
+				t.Fatalf("accepted %+v", b)
+			}
+			seen[b.Name] = true
+		}
+	})
+}
