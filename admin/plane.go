@@ -47,6 +47,7 @@ type Plane struct {
 	directors atomic.Pointer[Directors] // ShowDirectors; nil without a director plane
 	listeners atomic.Pointer[[]ListenerCounters]
 	conns     atomic.Pointer[[]ConnCounters]
+	ds        discoveryState // ShowDiscovery, ShowFleet (discovery.go, fleet.go)
 	key       [32]byte // HMAC key of the page nonces; random per process
 
 	cur atomic.Pointer[state]

@@ -37,6 +37,7 @@ type Server struct {
 	health *health.Monitor
 	ops    *admin.Plane
 	planes []Plane
+	disc   *discoveryPlane // the pools' discovery sources (discovery.go)
 
 	mu        sync.Mutex // guards cfg and listeners against readers outside the signal loop
 	cfg       *config.Config
@@ -70,7 +71,10 @@ func Start(cfg *config.Config, o Options) (*Server, error) {
 	s.ops.ShowDirectors(xdp)
 	s.ops.CountListeners(http, l4)
 	s.ops.CountConns(l4)
+	s.disc = newDiscoveryPlane(ctx, o.Logger)
+	s.ops.ShowDiscovery(s.disc)
 
+	s.disc.prepare(cfg)
 	pools, err := s.buildPools(cfg, nil)
 	if err != nil {
 		s.stop()
@@ -97,6 +101,7 @@ func Start(cfg *config.Config, o Options) (*Server, error) {
 		return nil, err
 	}
 	s.health.Update(pools, cfg.Pools)
+	s.disc.install(cfg, pools)
 	s.cfg, s.pools = cfg, pools
 	for _, so := range opened {
 		s.serve(so)
@@ -117,7 +122,7 @@ func (s *Server) stop() {
 func (s *Server) buildPools(cfg *config.Config, prev map[string]*upstream.Pool) (map[string]*upstream.Pool, error) {
 	pools := make(map[string]*upstream.Pool, len(cfg.Pools))
 	for _, pc := range cfg.Pools {
-		p, err := upstream.NewPool(pc.Spec(s.ops.ObserveRelease), prev[pc.Name])
+		p, err := upstream.NewPool(s.disc.extend(pc.Name, pc.Spec(s.ops.ObserveRelease)), prev[pc.Name])
 		if err != nil {
 			closePools(pools)
 			return nil, err
@@ -229,18 +234,22 @@ func (s *Server) install(cfg *config.Config) error {
 	if err := s.ops.Check(cfg); err != nil {
 		return err
 	}
+	s.disc.prepare(cfg)
 	pools, err := s.buildPools(cfg, s.pools)
 	if err != nil {
+		s.disc.abort()
 		return err
 	}
 	opened, err := s.openListeners(cfg)
 	if err != nil {
 		closePools(pools)
+		s.disc.abort()
 		return err
 	}
 	if err := s.swapPlanes(cfg, pools); err != nil {
 		closeSockets(opened)
 		closePools(pools)
+		s.disc.abort()
 		return err
 	}
 	old := s.pools
@@ -257,6 +266,7 @@ func (s *Server) install(cfg *config.Config) error {
 		s.logger.Error("admin listener not started", "error", err)
 	}
 	s.health.Update(pools, cfg.Pools) // checks move to the new pools
+	s.disc.install(cfg, pools)        // discovery applies to the new pools
 	closePools(old)
 	s.closeRemoved(cfg)
 	for _, so := range opened {
