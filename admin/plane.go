@@ -48,7 +48,7 @@ type Plane struct {
 	listeners atomic.Pointer[[]ListenerCounters]
 	conns     atomic.Pointer[[]ConnCounters]
 	ds        discoveryState // ShowDiscovery, ShowFleet (discovery.go, fleet.go)
-	key       [32]byte // HMAC key of the page nonces; random per process
+	key       [32]byte       // HMAC key of the page nonces; random per process
 
 	cur atomic.Pointer[state]
 

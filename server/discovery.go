@@ -194,13 +194,3 @@ func (p *discoveryPlane) Discovery() []discovery.Status {
 	sort.Slice(out, func(i, j int) bool { return out[i].Pool < out[j].Pool })
 	return out
 }
-
-// stop ends every source.
-func (p *discoveryPlane) stop() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for _, ps := range p.sources {
-		ps.cancel()
-	}
-	p.sources = map[string]*poolSource{}
-}
