@@ -25,13 +25,19 @@ type zone struct {
 func startZone(t *testing.T) *zone {
 	t.Helper()
 	z := &zone{rrs: map[string][]dns.RR{}, queries: map[string]int{}}
-	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", pc.LocalAddr().String())
-	if err != nil {
-		t.Fatal(err)
+	var pc net.PacketConn
+	var ln net.Listener
+	for try := 0; ln == nil; try++ { // the UDP port's TCP twin may be taken: try another
+		var err error
+		if pc, err = net.ListenPacket("udp", "127.0.0.1:0"); err != nil {
+			t.Fatal(err)
+		}
+		if ln, err = net.Listen("tcp", pc.LocalAddr().String()); err != nil {
+			pc.Close()
+			if try == 10 {
+				t.Fatal(err)
+			}
+		}
 	}
 	z.addr = pc.LocalAddr().String()
 	h := dns.HandlerFunc(func(w dns.ResponseWriter, r *dns.Msg) {

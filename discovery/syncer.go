@@ -105,7 +105,8 @@ func (s *Syncer) SetStatic(ids []string) {
 }
 
 // Extend appends the discovered backends, and the ones still draining, to a pool's configured
-// backends, for a reload to build the new pool with (configured IDs win).
+// backends, for a start or a reload to build the new pool with (configured IDs win); the
+// appended ones are the Syncer's to drain and remove later.
 func (s *Syncer) Extend(static []upstream.BackendSpec) []upstream.BackendSpec {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -118,6 +119,7 @@ func (s *Syncer) Extend(static []upstream.BackendSpec) []upstream.BackendSpec {
 		if !seen[b.ID] {
 			seen[b.ID] = true
 			out = append(out, b)
+			s.owned[b.ID] = b // the new pool lists it because this Syncer wants it
 		}
 	}
 	for id := range s.leave {

@@ -246,3 +246,23 @@ func TestSyncerExtendKeepsBackends(t *testing.T) {
 		t.Errorf("after the reload, the returned backend is %s", b.State())
 	}
 }
+
+// TestSyncerFirstAnswerBeforePool: the first answer arrives before the pool exists (a start);
+// the pool built with Extend lists those backends, and they are the Syncer's to drain later.
+func TestSyncerFirstAnswerBeforePool(t *testing.T) {
+	s := NewSyncer("api", "test", 10, nil)
+	s.Update(Answer{Backends: []upstream.BackendSpec{spec("a:1", 1), spec("b:1", 1)}})
+	p, err := upstream.NewPool(upstream.Spec{Name: "api", Balancer: "roundrobin", Backends: s.Extend(nil)}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	s.SetPool(p)
+	s.Update(Answer{Backends: []upstream.BackendSpec{spec("a:1", 1)}})
+	if got := ids(p); got != "a:1=up b:1=draining" {
+		t.Errorf("pool %s", got)
+	}
+	if st := s.Status(); st.Conflicts != 0 {
+		t.Errorf("%d conflicts", st.Conflicts)
+	}
+}

@@ -194,7 +194,11 @@ func (s *Server) Describe() string {
 	}
 	var pools []string
 	for _, pc := range s.cfg.Pools {
-		pools = append(pools, fmt.Sprintf("%s: %s over %d backends", pc.Name, pc.Balancer, len(pc.Backends)))
+		desc := fmt.Sprintf("%s: %s over %d backends", pc.Name, pc.Balancer, len(pc.Backends))
+		if pc.Discovery != nil {
+			desc += " and discovered ones" // server/discovery.go
+		}
+		pools = append(pools, desc)
 	}
 	return strings.Join(parts, ", ") + " (pool " + strings.Join(pools, "; pool ") + ")"
 }
