@@ -170,12 +170,17 @@ func (p *discoveryPlane) abort() {
 	p.pending = nil
 }
 
-// fleetSyncers are the Syncers of the pools discovered from the fleet, by pool name.
-func (p *discoveryPlane) fleetSyncers() map[string]*discovery.Syncer {
+// fleetSyncers are the Syncers of the pools discovered from the fleet, by pool name: of the
+// prepared configuration, or of the one in force.
+func (p *discoveryPlane) fleetSyncers(prepared bool) map[string]*discovery.Syncer {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	src := p.sources
+	if prepared && p.pending != nil {
+		src = p.pending
+	}
 	out := map[string]*discovery.Syncer{}
-	for name, ps := range p.sources {
+	for name, ps := range src {
 		if ps.fleet {
 			out[name] = ps.syncer
 		}

@@ -38,6 +38,7 @@ type Server struct {
 	ops    *admin.Plane
 	planes []Plane
 	disc   *discoveryPlane // the pools' discovery sources (discovery.go)
+	fleet  fleetState      // the fleet on etcd (fleet.go)
 
 	mu        sync.Mutex // guards cfg and listeners against readers outside the signal loop
 	cfg       *config.Config
@@ -75,6 +76,10 @@ func Start(cfg *config.Config, o Options) (*Server, error) {
 	s.ops.ShowDiscovery(s.disc)
 
 	s.disc.prepare(cfg)
+	if err := s.fleetPrepare(cfg); err != nil {
+		s.stop()
+		return nil, err
+	}
 	pools, err := s.buildPools(cfg, nil)
 	if err != nil {
 		s.stop()
@@ -102,6 +107,7 @@ func Start(cfg *config.Config, o Options) (*Server, error) {
 	}
 	s.health.Update(pools, cfg.Pools)
 	s.disc.install(cfg, pools)
+	s.fleetInstall(pools)
 	s.cfg, s.pools = cfg, pools
 	for _, so := range opened {
 		s.serve(so)
@@ -111,6 +117,7 @@ func Start(cfg *config.Config, o Options) (*Server, error) {
 
 // stop ends what Start made before any socket is served: the admin plane and the monitor.
 func (s *Server) stop() {
+	s.fleetClose()
 	s.ops.Close()
 	s.cancel()
 	s.health.Close()
@@ -239,21 +246,25 @@ func (s *Server) install(cfg *config.Config) error {
 		return err
 	}
 	s.disc.prepare(cfg)
+	if err := s.fleetPrepare(cfg); err != nil {
+		s.disc.abort()
+		return err
+	}
 	pools, err := s.buildPools(cfg, s.pools)
 	if err != nil {
-		s.disc.abort()
+		s.undoPrepare()
 		return err
 	}
 	opened, err := s.openListeners(cfg)
 	if err != nil {
 		closePools(pools)
-		s.disc.abort()
+		s.undoPrepare()
 		return err
 	}
 	if err := s.swapPlanes(cfg, pools); err != nil {
 		closeSockets(opened)
 		closePools(pools)
-		s.disc.abort()
+		s.undoPrepare()
 		return err
 	}
 	old := s.pools
@@ -271,6 +282,7 @@ func (s *Server) install(cfg *config.Config) error {
 	}
 	s.health.Update(pools, cfg.Pools) // checks move to the new pools
 	s.disc.install(cfg, pools)        // discovery applies to the new pools
+	s.fleetInstall(pools)
 	closePools(old)
 	s.closeRemoved(cfg)
 	for _, so := range opened {
