@@ -14,8 +14,8 @@ import (
 	"sync"
 	"time"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
 	"ballast/admin"
@@ -60,7 +60,7 @@ type Node struct {
 	view    map[string]string // key (under the prefix, without it) → value
 	pending map[string]bool   // runtime keys whose backend this node lacks
 	applied map[string]string // runtime keys as applied (so a delete undoes only what was done)
-	dirty   map[string]bool // fleet-discovered pools whose keys changed
+	dirty   map[string]bool   // fleet-discovered pools whose keys changed
 	pools   map[string]*upstream.Pool
 	syncers map[string]*discovery.Syncer
 	unsub   []func()
