@@ -331,7 +331,7 @@ func (n *Node) watch(ctx context.Context) (resync bool) {
 func (n *Node) resync(ctx context.Context) error {
 	resp, err := n.cli.Get(ctx, n.prefix, clientv3.WithPrefix(), clientv3.WithLimit(int64(n.max)), clientv3.WithSort(clientv3.SortByKey, clientv3.SortAscend))
 	if err != nil {
-		return err
+		return fmt.Errorf("reading %s from etcd %s: %w", n.prefix, strings.Join(n.eps, ","), err)
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()

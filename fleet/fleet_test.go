@@ -202,3 +202,27 @@ func TestFleetKeyFlood(t *testing.T) {
 		t.Errorf("after a delete and an oversized value: %d keys, want 49", st.Keys)
 	}
 }
+
+// TestFleetStartWithoutEtcd: a node whose etcd is down starts (within the first read's bound)
+// from its configuration, says it is disconnected, and applies the prefix once etcd answers.
+func TestFleetStartWithoutEtcd(t *testing.T) {
+	e := peertest.StartEtcd(t)
+	e.Ctl("put", "/ballast/test/runtime/web/a:1/state", "drain")
+	e.Stop()
+	start := time.Now()
+	n := startNode(t, e, 100)
+	st := n.Status()
+	if st.Connected || !strings.Contains(st.LastError, "reading /ballast/test/ from etcd "+e.Addr) || time.Since(start) > startWait+2*time.Second {
+		t.Errorf("started without etcd in %s: %+v", time.Since(start), st)
+	}
+	p := testPool(t, "web", "a:1")
+	n.SetPools(map[string]*upstream.Pool{"web": p}, nil)
+	if p.Backend("a:1").State() != upstream.StateUp {
+		t.Fatal("a change applied before etcd was read")
+	}
+	e.Restart()
+	waitFor(t, "the prefix once etcd is back", func() bool { return p.Backend("a:1").State() == upstream.StateDraining })
+	if st := n.Status(); !st.Connected || st.Resyncs != 1 {
+		t.Errorf("after etcd came: %+v", st)
+	}
+}

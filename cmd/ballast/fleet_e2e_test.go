@@ -211,6 +211,20 @@ fleet: {etcd: {endpoints: [%s], prefix: %s}}
 	e.Ctl("del", prefix+"/runtime/web/"+ids[1]+"/weight")
 	waitAll("the weight reset", weight(ids[1], 1, false))
 
+	// Membership of the fleet-discovered pool, through ctl --fleet on one node.
+	api1 := e2eNewBackend(t, "api1").addr()
+	if out, code := e2eRun(t, "ctl", "--admin", nodes[2].admin, "--fleet", "add", "api", api1, "--name", "api1", "--weight", "3"); code != 0 || !strings.Contains(out, "ok: fleet add api1") {
+		t.Fatalf("ctl --fleet add: exit %d: %s", code, out)
+	}
+	waitAll("api1 on every node", func(r admin.PoolsResponse) bool {
+		b, ok := backendOf(r, "api", "api1")
+		return ok && b.Address == api1 && b.Weight == 3
+	})
+	if out, code := e2eRun(t, "ctl", "--admin", nodes[0].admin, "--fleet", "remove", "api", "api1"); code != 0 || !strings.Contains(out, "ok: fleet remove api1") {
+		t.Fatalf("ctl --fleet remove: exit %d: %s", code, out)
+	}
+	waitAll("api1 to leave every node", func(r admin.PoolsResponse) bool { _, ok := backendOf(r, "api", "api1"); return !ok })
+
 	for i := 25; i < 50; i++ {
 		change(i)
 	}
