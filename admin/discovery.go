@@ -3,6 +3,7 @@ package admin
 import (
 	"fmt"
 	"io"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -23,12 +24,13 @@ type DiscoveryView = discovery.Status
 type discoveryState struct {
 	disc  atomic.Pointer[Discoveries]
 	fleet atomic.Pointer[Fleet]
+	reg   sync.Once // the collector of both, registered once
 }
 
 // ShowDiscovery makes the API, the page, the metrics and `ctl status` show d's sources.
 func (p *Plane) ShowDiscovery(d Discoveries) {
 	p.ds.disc.Store(&d)
-	p.metrics.reg.MustRegister((*discoveryCollector)(p))
+	p.ds.reg.Do(func() { p.metrics.reg.MustRegister((*discoveryCollector)(p)) })
 }
 
 func (p *Plane) discoveryViews() []DiscoveryView {

@@ -68,6 +68,7 @@ func (p *Plane) ShowFleet(f Fleet) {
 		return
 	}
 	p.ds.fleet.Store(&f)
+	p.ds.reg.Do(func() { p.metrics.reg.MustRegister((*discoveryCollector)(p)) })
 }
 
 func (p *Plane) fleet() Fleet {
