@@ -226,3 +226,39 @@ func TestFleetStartWithoutEtcd(t *testing.T) {
 		t.Errorf("after etcd came: %+v", st)
 	}
 }
+
+// TestFleetCompacted: a node whose revision etcd compacted away reads the whole prefix again
+// when it reconnects (its watch from that revision is refused), then follows the changes.
+func TestFleetCompacted(t *testing.T) {
+	e := peertest.StartEtcd(t)
+	n := startNode(t, e, 100)
+	p := testPool(t, "web", "a:1", "b:1")
+	n.SetPools(map[string]*upstream.Pool{"web": p}, nil)
+	e.Ctl("put", "/ballast/test/runtime/web/a:1/state", "drain")
+	waitFor(t, "the drain", func() bool { return p.Backend("a:1").State() == upstream.StateDraining })
+	e.Ctl("put", "/ballast/test/runtime/web/b:1/weight", "9")
+	e.Ctl("del", "/ballast/test/runtime/web/a:1/state")
+	out := e.Ctl("put", "/ballast/test/other", "x", "-w", "fields")
+	rev := ""
+	for _, l := range strings.Split(out, "\n") {
+		if v, ok := strings.CutPrefix(l, `"Revision" : `); ok {
+			rev = strings.TrimSpace(v)
+		}
+	}
+	if rev == "" {
+		t.Fatalf("no revision in %q", out)
+	}
+	e.Ctl("compact", rev)
+	// The node missed the last changes: it is taken back to a revision before them.
+	e.Stop()
+	waitFor(t, "the node to see etcd lost", func() bool { return !n.Status().Connected })
+	n.mu.Lock()
+	n.st.Revision = 2
+	n.mu.Unlock()
+	e.Restart()
+	e.Ctl("put", "/ballast/test/runtime/web/a:1/state", "disable")
+	waitFor(t, "the full read after the compaction", func() bool { return n.Status().Resyncs == 2 })
+	waitFor(t, "the latest state", func() bool {
+		return p.Backend("a:1").State() == upstream.StateDisabled && p.Backend("b:1").Weight() == 9
+	})
+}

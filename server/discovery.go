@@ -56,8 +56,7 @@ func sourceKey(pc config.Pool) string {
 // parallel), so that buildPools can give every pool its discovered backends (extend).
 func (p *discoveryPlane) prepare(cfg *config.Config) {
 	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.pending = map[string]*poolSource{}
+	pending := map[string]*poolSource{}
 	var fresh []*poolSource
 	for _, pc := range cfg.Pools {
 		if pc.Discovery == nil {
@@ -65,15 +64,17 @@ func (p *discoveryPlane) prepare(cfg *config.Config) {
 		}
 		key := sourceKey(pc)
 		if cur := p.sources[pc.Name]; cur != nil && cur.key == key {
-			p.pending[pc.Name] = cur
+			pending[pc.Name] = cur
 			continue
 		}
 		ps := newPoolSource(pc, key, p.logger)
-		p.pending[pc.Name] = ps
+		pending[pc.Name] = ps
 		if ps.puller != nil {
 			fresh = append(fresh, ps)
 		}
 	}
+	p.mu.Unlock()
+	// The first answers, without the lock: the admin plane reads the sources in force meanwhile.
 	ctx, cancel := context.WithTimeout(p.ctx, firstAnswerWait)
 	defer cancel()
 	var wg sync.WaitGroup
@@ -81,6 +82,9 @@ func (p *discoveryPlane) prepare(cfg *config.Config) {
 		wg.Go(func() { ps.next = ps.syncer.PollOnce(ctx, ps.puller) })
 	}
 	wg.Wait()
+	p.mu.Lock()
+	p.pending = pending
+	p.mu.Unlock()
 }
 
 func newPoolSource(pc config.Pool, key string, logger *slog.Logger) *poolSource {
