@@ -22,12 +22,21 @@ type Etcd struct {
 	cmd    *exec.Cmd
 	exited chan struct{}
 	log    *os.File
+	// Cert and Key, when set (StartEtcdTLS), make etcd serve https and require a client
+	// certificate signed by Cert (a self-signed one serves as its own CA).
+	Cert, Key string
 }
 
 // StartEtcd starts etcd and returns it once it answers; it is killed when the test ends.
-func StartEtcd(t testing.TB) *Etcd {
+func StartEtcd(t testing.TB) *Etcd { return startEtcd(t, "", "") }
+
+// StartEtcdTLS is StartEtcd with TLS and client certificates (cert and key are PEM files; cert
+// is also the CA clients must be signed by).
+func StartEtcdTLS(t testing.TB, cert, key string) *Etcd { return startEtcd(t, cert, key) }
+
+func startEtcd(t testing.TB, cert, key string) *Etcd {
 	t.Helper()
-	e := &Etcd{t: t, bin: Binary(t, "etcd", "etcd-server"), ctl: Binary(t, "etcdctl", "etcd-client"), dir: t.TempDir()}
+	e := &Etcd{t: t, bin: Binary(t, "etcd", "etcd-server"), ctl: Binary(t, "etcdctl", "etcd-client"), dir: t.TempDir(), Cert: cert, Key: key}
 	for try := 0; ; try++ {
 		e.Addr = fmt.Sprintf("127.0.0.1:%d", FreePort(t, "tcp"))
 		e.peer = fmt.Sprintf("127.0.0.1:%d", FreePort(t, "tcp"))
@@ -60,10 +69,15 @@ func (e *Etcd) start() bool {
 			e.t.Fatal(err)
 		}
 	}
-	e.cmd = exec.Command(e.bin, "--name", "test", "--data-dir", filepath.Join(e.dir, "data"),
-		"--listen-client-urls", "http://"+e.Addr, "--advertise-client-urls", "http://"+e.Addr,
-		"--listen-peer-urls", "http://"+e.peer, "--initial-advertise-peer-urls", "http://"+e.peer,
-		"--initial-cluster", "test=http://"+e.peer, "--log-level", "warn")
+	scheme, extra := "http://", []string(nil)
+	if e.Cert != "" {
+		scheme = "https://"
+		extra = []string{"--cert-file", e.Cert, "--key-file", e.Key, "--trusted-ca-file", e.Cert, "--client-cert-auth"}
+	}
+	e.cmd = exec.Command(e.bin, append([]string{"--name", "test", "--data-dir", filepath.Join(e.dir, "data"),
+		"--listen-client-urls", scheme + e.Addr, "--advertise-client-urls", scheme + e.Addr,
+		"--listen-peer-urls", "http://" + e.peer, "--initial-advertise-peer-urls", "http://" + e.peer,
+		"--initial-cluster", "test=http://" + e.peer, "--log-level", "warn"}, extra...)...)
 	e.cmd.Stdout, e.cmd.Stderr = e.log, e.log
 	if err := e.cmd.Start(); err != nil {
 		e.t.Fatal(err)
@@ -76,7 +90,7 @@ func (e *Etcd) start() bool {
 			return false
 		default:
 		}
-		if out, err := exec.Command(e.ctl, "--endpoints", e.Addr, "--dial-timeout", "1s", "--command-timeout", "1s", "endpoint", "health").CombinedOutput(); err == nil && strings.Contains(string(out), "is healthy") {
+		if out, err := exec.Command(e.ctl, append(e.ctlFlags(), "--dial-timeout", "1s", "--command-timeout", "1s", "endpoint", "health")...).CombinedOutput(); err == nil && strings.Contains(string(out), "is healthy") {
 			return true
 		}
 	}
@@ -105,9 +119,25 @@ func (e *Etcd) Restart() {
 // Ctl runs etcdctl against this etcd and returns its output.
 func (e *Etcd) Ctl(args ...string) string {
 	e.t.Helper()
-	out, err := exec.Command(e.ctl, append([]string{"--endpoints", e.Addr, "--command-timeout", "5s"}, args...)...).CombinedOutput()
+	out, err := exec.Command(e.ctl, append(append(e.ctlFlags(), "--command-timeout", "5s"), args...)...).CombinedOutput()
 	if err != nil {
 		e.t.Fatalf("etcdctl %s: %v: %s", strings.Join(args, " "), err, out)
 	}
 	return string(out)
+}
+
+// Endpoint is the client URL (https:// with TLS).
+func (e *Etcd) Endpoint() string {
+	if e.Cert != "" {
+		return "https://" + e.Addr
+	}
+	return "http://" + e.Addr
+}
+
+func (e *Etcd) ctlFlags() []string {
+	f := []string{"--endpoints", e.Endpoint()}
+	if e.Cert != "" {
+		f = append(f, "--cacert", e.Cert, "--cert", e.Cert, "--key", e.Key)
+	}
+	return f
 }
