@@ -411,10 +411,10 @@ func (n *Node) setLocked(k, v string, present bool) {
 
 // runtimeKey splits runtime/<pool>/<backend>/<aspect>.
 func runtimeKey(k string) (pool, backend, aspect string, ok bool) {
-	rest := strings.TrimPrefix(k, "runtime/")
+	rest, ok0 := strings.CutPrefix(k, "runtime/")
 	pool, rest, ok1 := strings.Cut(rest, "/")
 	i := strings.LastIndexByte(rest, '/')
-	if !ok1 || i <= 0 || pool == "" {
+	if !ok0 || !ok1 || i <= 0 || i == len(rest)-1 || pool == "" {
 		return "", "", "", false
 	}
 	return pool, rest[:i], rest[i+1:], true
