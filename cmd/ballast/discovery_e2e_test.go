@@ -20,7 +20,10 @@ import (
 
 // planeLoad runs one client loop until stop, counting answers by backend and failures.
 type planeLoad struct {
-	name   string
+	name string
+	// pause paces a loop that opens a connection or flow per request, so that its ports (in
+	// TIME_WAIT, or held until a flow's idle timeout) leave room for other tests' port picks.
+	pause  time.Duration
 	ok     atomic.Int64
 	failed atomic.Int64
 	mu     sync.Mutex
@@ -54,6 +57,9 @@ func (l *planeLoad) run(stop <-chan struct{}, wg *sync.WaitGroup, once func() (s
 			default:
 			}
 			l.record(once())
+			if l.pause > 0 {
+				time.Sleep(l.pause)
+			}
 		}
 	})
 }
@@ -301,7 +307,7 @@ admin: {address: "127.0.0.1:0"}
 		t.Fatalf("at start the pools are %+v, want %v", adminPools(t, adminURL).Pools, ids(first))
 	}
 
-	loads := []*planeLoad{{name: "http/1.1"}, {name: "h2c"}, {name: "tcp"}, {name: "udp"}}
+	loads := []*planeLoad{{name: "http/1.1"}, {name: "h2c"}, {name: "tcp", pause: 2 * time.Millisecond}, {name: "udp", pause: 2 * time.Millisecond}}
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	h1 := &http.Client{Timeout: e2eWait, Transport: &http.Transport{MaxIdleConnsPerHost: 8}}
