@@ -108,9 +108,10 @@ func (p *Plane) poolView(name string, pl *upstream.Pool, pc config.Pool) PoolVie
 		inConf[bc.ID()] = true
 	}
 	present := map[string]bool{}
+	discovered := p.hasDiscovery(name) // its extra backends are its source's, not runtime adds
 	for _, b := range pl.Backends() {
 		present[b.ID] = true
-		if !inConf[b.ID] {
+		if !inConf[b.ID] && !discovered {
 			v.Overrides.Added = append(v.Overrides.Added, b.ID)
 		}
 		v.Backends = append(v.Backends, p.backendView(name, pl, b, l4))
@@ -199,6 +200,10 @@ type PoolsResponse struct {
 	// Listeners are the counters the data planes keep per listener (tcp and udp listeners,
 	// and http ones with accept_proxy).
 	Listeners []ListenerStats `json:"listeners"`
+	// Discovery is each discovered pool's source (admin/discovery.go); Fleet the node's fleet
+	// on etcd (admin/fleet.go), when configured.
+	Discovery []DiscoveryView `json:"discovery,omitempty"`
+	Fleet     *FleetView      `json:"fleet,omitempty"`
 }
 
 func (p *Plane) listPools(w http.ResponseWriter, _ *http.Request) {
@@ -212,6 +217,7 @@ func (p *Plane) listPools(w http.ResponseWriter, _ *http.Request) {
 		}
 	}
 	out.Directors = p.directorViews()
+	out.Discovery, out.Fleet = p.discoveryViews(), p.fleetView()
 	writeJSON(w, http.StatusOK, out)
 }
 
@@ -241,6 +247,10 @@ func (p *Plane) change(f func(w http.ResponseWriter, r *http.Request, pl *upstre
 			return
 		}
 		r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
+		if fleetRequested(r) { // ?fleet=1: every node applies it (admin/fleet.go)
+			p.fleetChange(w, r, name, pl)
+			return
+		}
 		what, err := f(w, r, pl)
 		if err != nil {
 			status := http.StatusBadRequest

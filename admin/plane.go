@@ -47,7 +47,8 @@ type Plane struct {
 	directors atomic.Pointer[Directors] // ShowDirectors; nil without a director plane
 	listeners atomic.Pointer[[]ListenerCounters]
 	conns     atomic.Pointer[[]ConnCounters]
-	key       [32]byte // HMAC key of the page nonces; random per process
+	ds        discoveryState // ShowDiscovery, ShowFleet (discovery.go, fleet.go)
+	key       [32]byte       // HMAC key of the page nonces; random per process
 
 	cur atomic.Pointer[state]
 

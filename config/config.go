@@ -12,6 +12,8 @@ type Config struct {
 	// Traffic policy shared by listeners and routes: see policy.go.
 	TrustedProxies []string    `yaml:"trusted_proxies,omitempty"`
 	ErrorPages     []ErrorPage `yaml:"error_pages,omitempty"`
+	// Fleet shares runtime changes with other nodes through etcd (discovery.go).
+	Fleet *Fleet `yaml:"fleet,omitempty"`
 }
 
 // Listener is one address Ballast accepts client connections on.
@@ -94,6 +96,8 @@ type Pool struct {
 	HashKey HashKey `yaml:"hash_key"`
 
 	Backends []Backend `yaml:"backends"`
+	// Discovery adds backends found in DNS, a file or the fleet (discovery.go).
+	Discovery *Discovery `yaml:"discovery,omitempty"`
 
 	// MaxConns is the default per-backend connection limit (lighttpd's max-pool-size); 0 = none.
 	MaxConns int `yaml:"max_conns"`

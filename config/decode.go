@@ -87,9 +87,10 @@ func (d *decoder) has(path string, nonZero bool) bool {
 
 var yamlLine = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
 
-// parse decodes one YAML document into c. It returns false when the YAML itself is broken, so
-// that nothing can be said about its fields.
-func (d *decoder) parse(data []byte, c *Config) bool {
+// parse decodes one YAML document into c (a *Config, or another file's struct such as a
+// discovery file's). It returns false when the YAML itself is broken, so that nothing can be
+// said about its fields.
+func (d *decoder) parse(data []byte, c any) bool {
 	var doc yaml.Node
 	dec := yaml.NewDecoder(strings.NewReader(string(data)))
 	if err := dec.Decode(&doc); err != nil {

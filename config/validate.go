@@ -116,6 +116,7 @@ func (d *decoder) validate(c *Config) {
 	d.validateL4(c, fail)
 	d.validatePolicy(c, fail)
 	d.validateDirector(c, fail)
+	d.validateDiscovery(c, fail)
 
 	a := c.Admin
 	if a.Address != "" {
@@ -187,8 +188,8 @@ func (d *decoder) validatePool(pl *Pool, p string, l4 bool, fail func(path, form
 		fail(p+".hash_key.source", "hash_key.name needs a source (header or cookie)")
 	}
 
-	if len(pl.Backends) == 0 {
-		fail(p+".backends", "a pool needs at least one backend, e.g.\n  backends:\n    - address: 127.0.0.1:8081")
+	if len(pl.Backends) == 0 && pl.Discovery == nil {
+		fail(p+".backends", "a pool needs at least one backend (or a discovery source), e.g.\n  backends:\n    - address: 127.0.0.1:8081")
 	}
 	ids := map[string]int{}
 	limited := pl.MaxConns > 0

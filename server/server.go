@@ -37,6 +37,8 @@ type Server struct {
 	health *health.Monitor
 	ops    *admin.Plane
 	planes []Plane
+	disc   *discoveryPlane // the pools' discovery sources (discovery.go)
+	fleet  fleetState      // the fleet on etcd (fleet.go)
 
 	mu        sync.Mutex // guards cfg and listeners against readers outside the signal loop
 	cfg       *config.Config
@@ -70,7 +72,14 @@ func Start(cfg *config.Config, o Options) (*Server, error) {
 	s.ops.ShowDirectors(xdp)
 	s.ops.CountListeners(http, l4)
 	s.ops.CountConns(l4)
+	s.disc = newDiscoveryPlane(ctx, o.Logger)
+	s.ops.ShowDiscovery(s.disc)
 
+	s.disc.prepare(cfg)
+	if err := s.fleetPrepare(cfg); err != nil {
+		s.stop()
+		return nil, err
+	}
 	pools, err := s.buildPools(cfg, nil)
 	if err != nil {
 		s.stop()
@@ -97,6 +106,8 @@ func Start(cfg *config.Config, o Options) (*Server, error) {
 		return nil, err
 	}
 	s.health.Update(pools, cfg.Pools)
+	s.disc.install(cfg, pools)
+	s.fleetInstall(pools)
 	s.cfg, s.pools = cfg, pools
 	for _, so := range opened {
 		s.serve(so)
@@ -106,6 +117,7 @@ func Start(cfg *config.Config, o Options) (*Server, error) {
 
 // stop ends what Start made before any socket is served: the admin plane and the monitor.
 func (s *Server) stop() {
+	s.fleetClose()
 	s.ops.Close()
 	s.cancel()
 	s.health.Close()
@@ -117,7 +129,7 @@ func (s *Server) stop() {
 func (s *Server) buildPools(cfg *config.Config, prev map[string]*upstream.Pool) (map[string]*upstream.Pool, error) {
 	pools := make(map[string]*upstream.Pool, len(cfg.Pools))
 	for _, pc := range cfg.Pools {
-		p, err := upstream.NewPool(pc.Spec(s.ops.ObserveRelease), prev[pc.Name])
+		p, err := upstream.NewPool(s.disc.extend(pc.Name, pc.Spec(s.ops.ObserveRelease)), prev[pc.Name])
 		if err != nil {
 			closePools(pools)
 			return nil, err
@@ -189,7 +201,11 @@ func (s *Server) Describe() string {
 	}
 	var pools []string
 	for _, pc := range s.cfg.Pools {
-		pools = append(pools, fmt.Sprintf("%s: %s over %d backends", pc.Name, pc.Balancer, len(pc.Backends)))
+		desc := fmt.Sprintf("%s: %s over %d backends", pc.Name, pc.Balancer, len(pc.Backends))
+		if pc.Discovery != nil {
+			desc += " and discovered ones" // server/discovery.go
+		}
+		pools = append(pools, desc)
 	}
 	return strings.Join(parts, ", ") + " (pool " + strings.Join(pools, "; pool ") + ")"
 }
@@ -229,18 +245,26 @@ func (s *Server) install(cfg *config.Config) error {
 	if err := s.ops.Check(cfg); err != nil {
 		return err
 	}
+	s.disc.prepare(cfg)
+	if err := s.fleetPrepare(cfg); err != nil {
+		s.disc.abort()
+		return err
+	}
 	pools, err := s.buildPools(cfg, s.pools)
 	if err != nil {
+		s.undoPrepare()
 		return err
 	}
 	opened, err := s.openListeners(cfg)
 	if err != nil {
 		closePools(pools)
+		s.undoPrepare()
 		return err
 	}
 	if err := s.swapPlanes(cfg, pools); err != nil {
 		closeSockets(opened)
 		closePools(pools)
+		s.undoPrepare()
 		return err
 	}
 	old := s.pools
@@ -257,6 +281,8 @@ func (s *Server) install(cfg *config.Config) error {
 		s.logger.Error("admin listener not started", "error", err)
 	}
 	s.health.Update(pools, cfg.Pools) // checks move to the new pools
+	s.disc.install(cfg, pools)        // discovery applies to the new pools
+	s.fleetInstall(pools)
 	closePools(old)
 	s.closeRemoved(cfg)
 	for _, so := range opened {

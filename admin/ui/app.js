@@ -215,10 +215,39 @@
     }
     for (const [name, s] of pools) if (!seen.has(name)) { s.section.remove(); pools.delete(name); }
     renderDirectors(data.directors || []);
+    renderDiscovery(data.discovery || [], data.fleet);
     renderListeners(data.listeners || []);
     last = data;
     updatedEl.textContent = "updated " + new Date(data.time).toLocaleTimeString();
     document.body.dataset.loaded = "true";
+  }
+
+  // Discovery sources and the fleet (admin/discovery.go, admin/fleet.go): a stale set or a node
+  // cut off from etcd is said in words, with since when.
+  const discoveryEl = document.getElementById("discovery");
+  function renderDiscovery(ds, fleet) {
+    discoveryEl.hidden = ds.length === 0 && !fleet;
+    discoveryEl.replaceChildren();
+    if (discoveryEl.hidden) return;
+    discoveryEl.append(el("h2", null, "discovery"));
+    for (const d of ds) {
+      const p = el("p", d.stale ? "bad" : "good");
+      p.dataset.pool = d.pool;
+      p.textContent = "pool " + d.pool + " · " + d.source + " · " + d.backends + " backends (" + d.draining + " draining) · " +
+        (d.stale ? "STALE since " + new Date(d.stale_since).toLocaleTimeString() + ": " + d.last_error + " (keeping the last good set)"
+          : "current" + (d.updated ? ", updated " + new Date(d.updated).toLocaleTimeString() : "")) +
+        " · changes " + d.changes + " · added " + d.added + " · drained " + d.drained + " · removed " + d.removed;
+      discoveryEl.append(p);
+    }
+    if (fleet) {
+      const p = el("p", fleet.connected ? "good" : "bad");
+      p.id = "fleet";
+      p.textContent = "fleet " + fleet.prefix + " on etcd " + (fleet.endpoints || []).join(", ") + " · " +
+        (fleet.connected ? "connected since " + new Date(fleet.since).toLocaleTimeString()
+          : "DISCONNECTED since " + new Date(fleet.since).toLocaleTimeString() + ", serving its last view: " + (fleet.last_error || "")) +
+        " · revision " + fleet.revision + " · " + fleet.keys + " keys · " + fleet.applied + " changes applied";
+      discoveryEl.append(p);
+    }
   }
 
   // The XDP directors (admin/director.go): one table per VIP, one row per real server.

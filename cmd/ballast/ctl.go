@@ -18,7 +18,7 @@ func init() {
 	register(command{name: "ctl", summary: "query and change a running ballast through its admin API (status, drain, weight, ...)", run: runCtl})
 }
 
-const ctlUsage = `usage: ballast ctl [--admin URL] [--token T] COMMAND
+const ctlUsage = `usage: ballast ctl [--admin URL] [--token T] [--fleet] COMMAND
 
 commands:
   status [--json]                  pools, backends and XDP directors with live state
@@ -30,6 +30,8 @@ commands:
   remove  POOL BACKEND
 
 Changes apply at once and are runtime overrides. The token defaults to $BALLAST_TOKEN.
+With --fleet, drain, disable, enable and weight (and add and remove in pools discovered from
+the fleet) are written to the fleet's etcd prefix and every node applies them.
 `
 
 func runCtl(args []string, stdout, stderr io.Writer) int {
@@ -37,6 +39,7 @@ func runCtl(args []string, stdout, stderr io.Writer) int {
 	addr := fs.String("admin", admin.DefaultAddress, "admin `URL` or host:port of the running ballast")
 	token := fs.String("token", os.Getenv("BALLAST_TOKEN"), "bearer `token` for changes (admin.token)")
 	timeout := fs.Duration("timeout", 10*time.Second, "give up after this long")
+	fleet := fs.Bool("fleet", false, "send the change to every node of the fleet (fleet.etcd), not this node only")
 	fs.Usage = func() {
 		fmt.Fprint(stderr, ctlUsage+"\nflags:\n")
 		fs.PrintDefaults()
@@ -50,6 +53,7 @@ func runCtl(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	c := admin.NewClient(*addr, *token)
+	c.Fleet = *fleet
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
 	cmd, rest := rest[0], rest[1:]
