@@ -12,6 +12,7 @@
 #include "dr.h"
 #include "tun.h"
 #include "nat.h"
+#include "nat_tc.h"
 
 static __always_inline __u32 flow_hash(struct pkt *p, struct vip_meta *vip)
 {

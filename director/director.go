@@ -160,6 +160,7 @@ type Director struct {
 	opts    Options
 	objs    directorObjects
 	xdp     link.Link
+	natTC   link.Link // NAT: the tc half, for what XDP passes on (bpf/nat_tc.h)
 	ns      netns.NsHandle
 	ifindex int
 
@@ -269,8 +270,18 @@ func (d *Director) attach() error {
 	if o.Native {
 		flags = link.XDPDriverMode
 	}
+	if o.Mode == NAT {
+		// The tc half goes first, so that no packet XDP passes on finds it missing.
+		d.natTC, err = link.AttachTCX(link.TCXOptions{Program: d.objs.BallastNatTc, Attach: ebpf.AttachTCXIngress, Interface: d.ifindex})
+		if err != nil {
+			return fmt.Errorf("director: attaching the NAT tc program to %q: %w", o.Iface, err)
+		}
+	}
 	d.xdp, err = link.AttachXDP(link.XDPOptions{Program: d.objs.BallastDirector, Interface: d.ifindex, Flags: flags})
 	if err != nil {
+		if d.natTC != nil {
+			d.natTC.Close()
+		}
 		return fmt.Errorf("director: attaching XDP to %q: %w", o.Iface, err)
 	}
 	return nil
@@ -333,6 +344,9 @@ func (d *Director) Close() error {
 		d.wg.Wait()
 		if d.xdp != nil {
 			err = errors.Join(err, d.xdp.Close())
+		}
+		if d.natTC != nil {
+			err = errors.Join(err, d.natTC.Close())
 		}
 		err = errors.Join(err, d.objs.Close())
 		d.ns.Close()

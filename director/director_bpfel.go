@@ -94,6 +94,7 @@ const (
 	directorMapVipStats         = "vip_stats"
 	directorMapVips             = "vips"
 	directorProgBallastDirector = "ballast_director"
+	directorProgBallastNatTc    = "ballast_nat_tc"
 )
 
 // loadDirector returns the embedded CollectionSpec for director.
@@ -139,6 +140,7 @@ type directorSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type directorProgramSpecs struct {
 	BallastDirector *ebpf.ProgramSpec `ebpf:"ballast_director"`
+	BallastNatTc    *ebpf.ProgramSpec `ebpf:"ballast_nat_tc"`
 }
 
 // directorMapSpecs contains maps before they are loaded into the kernel.
@@ -218,11 +220,13 @@ type directorVariables struct {
 // It can be passed to loadDirectorObjects or ebpf.CollectionSpec.LoadAndAssign.
 type directorPrograms struct {
 	BallastDirector *ebpf.Program `ebpf:"ballast_director"`
+	BallastNatTc    *ebpf.Program `ebpf:"ballast_nat_tc"`
 }
 
 func (p *directorPrograms) Close() error {
 	return _DirectorClose(
 		p.BallastDirector,
+		p.BallastNatTc,
 	)
 }
 
