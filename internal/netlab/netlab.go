@@ -1,6 +1,6 @@
 // Package netlab builds the XDP director's topology in network namespaces for end-to-end tests
-// and the lvs-modes lab: a client, a director and real servers, each in a namespace of its own
-// with an eth0 on one bridge (in a fifth namespace). The VIP is in another subnet, which the
+// and the labs: a client, one director (or two, for HA) and real servers, each in a namespace
+// of its own with an eth0 on one bridge (in a namespace of its own). The VIP is in another subnet, which the
 // client routes via the director. Nothing outside the namespaces it creates is touched, and
 // Close removes them.
 //
@@ -39,6 +39,9 @@ var (
 // RealIP is the address of real server i.
 func RealIP(i int) netip.Addr { return netip.AddrFrom4([4]byte{10, 77, 0, byte(11 + i)}) }
 
+// DirectorIPs returns the address of director i: DirectorIP for the first, then 10.77.0.3...
+func DirectorIPs(i int) netip.Addr { return netip.AddrFrom4([4]byte{10, 77, 0, byte(2 + i)}) }
+
 // Node is one host of the topology.
 type Node struct {
 	Name string
@@ -51,14 +54,18 @@ type Lab struct {
 	orig     netns.NsHandle
 	sw       netns.NsHandle
 	Client   *Node
-	Director *Node
-	Reals    []*Node
-	closers  []func()
+	Director *Node // Directors[0]
+	// Directors are the directors: one unless Options.Directors says more.
+	Directors []*Node
+	Reals     []*Node
+	closers   []func()
 }
 
 // Options size the topology.
 type Options struct {
 	Reals int
+	// Directors is how many directors there are (DirectorIPs); 0 means 1.
+	Directors int
 	// MTU of the director's and real servers' links and the bridge; the client keeps 1500
 	// (TUN needs room for 20 more bytes on the tunnel path).
 	MTU int
@@ -97,9 +104,18 @@ func New(o Options) (_ *Lab, err error) {
 	if l.Client, err = l.addNode("client", ClientIP, 1500); err != nil {
 		return nil, err
 	}
-	if l.Director, err = l.addNode("director", DirectorIP, o.MTU); err != nil {
-		return nil, err
+	for i := range max(o.Directors, 1) {
+		name := "director"
+		if i > 0 {
+			name = fmt.Sprintf("director%d", i)
+		}
+		n, err := l.addNode(name, DirectorIPs(i), o.MTU)
+		if err != nil {
+			return nil, err
+		}
+		l.Directors = append(l.Directors, n)
 	}
+	l.Director = l.Directors[0]
 	for i := range o.Reals {
 		n, err := l.addNode(fmt.Sprintf("real%d", i), RealIP(i), o.MTU)
 		if err != nil {
@@ -333,5 +349,38 @@ func (l *Lab) RouteDel(ns netns.NsHandle, dst, gw netip.Addr) error {
 		}
 		_, n, _ := net.ParseCIDR(dst.String() + "/32")
 		return netlink.RouteDel(&netlink.Route{LinkIndex: eth0.Attrs().Index, Dst: n, Gw: gw.AsSlice()})
+	})
+}
+
+// Switch is the namespace of the bridge, where each node's link ends as v-NAME.
+func (l *Lab) Switch() netns.NsHandle { return l.sw }
+
+// SetLink brings eth0 of node n up or down, from the node's side (a machine that loses its
+// link, or gets it back).
+func (l *Lab) SetLink(n *Node, up bool) error {
+	return l.In(n.NS, func() error {
+		eth0, err := netlink.LinkByName("eth0")
+		if err != nil {
+			return err
+		}
+		if up {
+			return netlink.LinkSetUp(eth0)
+		}
+		return netlink.LinkSetDown(eth0)
+	})
+}
+
+// SetSwitchPort brings the switch's end of node n's link up or down: the node keeps its link
+// but is cut off the segment (a partition, or a machine lost as the others see it).
+func (l *Lab) SetSwitchPort(n *Node, up bool) error {
+	return l.In(l.sw, func() error {
+		port, err := netlink.LinkByName("v-" + n.Name)
+		if err != nil {
+			return err
+		}
+		if up {
+			return netlink.LinkSetUp(port)
+		}
+		return netlink.LinkSetDown(port)
 	})
 }
