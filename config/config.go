@@ -12,6 +12,8 @@ type Config struct {
 	// Traffic policy shared by listeners and routes: see policy.go.
 	TrustedProxies []string    `yaml:"trusted_proxies,omitempty"`
 	ErrorPages     []ErrorPage `yaml:"error_pages,omitempty"`
+	// HA makes this instance one director of a VRRP virtual router: see ha.go.
+	HA *HA `yaml:"ha,omitempty"`
 }
 
 // Listener is one address Ballast accepts client connections on.

@@ -75,6 +75,7 @@ func (d *decoder) defaults(c *Config) {
 		d.poolDefaults(&c.Pools[i], p)
 	}
 	d.tlsDefaults(c)
+	d.haDefaults(c)
 	if c.Logging.Level == "" {
 		c.Logging.Level = "info"
 	}

@@ -116,6 +116,7 @@ func (d *decoder) validate(c *Config) {
 	d.validateL4(c, fail)
 	d.validatePolicy(c, fail)
 	d.validateDirector(c, fail)
+	d.validateHA(c, fail)
 
 	a := c.Admin
 	if a.Address != "" {
