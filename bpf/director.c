@@ -108,6 +108,11 @@ int ballast_director(struct xdp_md *ctx)
 	}
 	account(&vip_stats, vip->id, p.len, fresh, 0);
 	account(&real_stats, id, p.len, fresh, 0);
+	if (fresh && (cfg->flags & CFG_F_FLOW_EVENTS)) {
+		struct flow_event ev = {.key = p.key, .real_addr = r->addr};
+		if (bpf_ringbuf_output(&flow_events, &ev, sizeof(ev), 0))
+			count(CNT_FLOW_EVENT_LOST);
+	}
 
 	switch (vip->mode) {
 	case MODE_DR:

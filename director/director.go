@@ -174,6 +174,7 @@ type Director struct {
 	flowVals []directorConn
 
 	tableWrites atomic.Uint64 // ring slots written, for tests and the status page
+	flowEvents  atomic.Bool   // a FlowEvents reader is open: the program reports new flows
 	closeOnce   sync.Once
 }
 
@@ -296,6 +297,9 @@ func (d *Director) writeConfig() error {
 		c.Source = be32(d.opts.Source)
 	}
 	c.NowNs = monotonic()
+	if d.flowEvents.Load() {
+		c.Flags |= cfgFlagFlowEvents
+	}
 	return d.objs.Config.Put(uint32(0), c)
 }
 

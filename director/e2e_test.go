@@ -2,6 +2,8 @@ package director
 
 import (
 	"fmt"
+	"net"
+	"net/netip"
 	"os/exec"
 	"strings"
 	"testing"
@@ -333,6 +335,107 @@ func TestE2ENATLarge(t *testing.T) {
 			}
 			if cnt["tc_drop_too_big"] != 0 {
 				t.Errorf("the tc program dropped %d packets as too big", cnt["tc_drop_too_big"])
+			}
+		})
+	}
+}
+
+// TestE2EFlowSyncFailover: keep-alive connections through director A keep their real server
+// when the client's traffic moves to director B (a failover), because A's Sync sent their
+// flows to B's: B's own table differs (it has a real server more, as after one was added,
+// and re-weights by its own flow counts under wlc) and would send some of them elsewhere,
+// where they would be reset. The control case without sync shows that it would.
+func TestE2EFlowSyncFailover(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		mode Mode
+		sync bool
+	}{
+		{"dr", DR, true}, {"tun", TUN, true}, {"nat", NAT, true}, {"dr-without-sync", DR, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			mtu := 1500
+			if c.mode == TUN {
+				mtu = 1600
+			}
+			l := newLab(t, 3, mtu)
+			dirB := l.addNode("director1", labDirectorB, mtu)
+			for _, r := range l.reals {
+				switch c.mode {
+				case DR:
+					l.realServer(r, realserver.DR)
+				case TUN:
+					l.realServer(r, realserver.TUN)
+				case NAT:
+					l.in(r.ns, func() { routeVia(t, labClient, labDirector) })
+				}
+				l.serve(r)
+			}
+			if c.mode == NAT {
+				l.natSysctls()
+				for _, k := range []string{"net/ipv4/ip_forward", "net/ipv4/conf/all/send_redirects", "net/ipv4/conf/eth0/send_redirects"} {
+					v := map[bool]string{true: "1", false: "0"}[k == "net/ipv4/ip_forward"]
+					l.sysctl(dirB.ns, k, v)
+				}
+			}
+			v := VIP{Addr: labVIP, Port: 80, Proto: TCP, Scheduler: WLC}
+			a := l.newDirector(Options{Mode: c.mode, Interval: 100 * time.Millisecond})
+			var b *Director
+			l.in(dirB.ns, func() {
+				var err error
+				b, err = New(Options{Iface: "eth0", Mode: c.mode, Interval: 100 * time.Millisecond})
+				must0(t, err)
+			})
+			t.Cleanup(func() { b.Close() })
+			must0(t, a.SetVIP(v, l.realsOf(0, 1)))
+			must0(t, b.SetVIP(v, l.realsOf(0, 1, 2)))
+			if c.sync {
+				ca, cb := l.udpIn(l.director.ns, labDirector), l.udpIn(dirB.ns, labDirectorB)
+				peers := func(c *net.UDPConn) []netip.AddrPort {
+					return []netip.AddrPort{c.LocalAddr().(*net.UDPAddr).AddrPort()}
+				}
+				sa, err := NewSync(a, SyncOptions{Conn: ca, Peers: peers(cb)})
+				must0(t, err)
+				t.Cleanup(func() { sa.Close() })
+				sb, err := NewSync(b, SyncOptions{Conn: cb, Peers: peers(ca)})
+				must0(t, err)
+				t.Cleanup(func() { sb.Close() })
+				sa.SetSending(true)
+			}
+
+			conns := make([]*persistent, 40)
+			first := make([]string, len(conns))
+			for i := range conns {
+				conns[i] = l.open()
+				var err error
+				if first[i], err = conns[i].ask(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			time.Sleep(100 * time.Millisecond) // the last batch on its way
+			// Failover: the client (and, in NAT, the real servers) now reach B.
+			l.in(l.client.ns, func() { replaceRoute(t, labVIP, labDirectorB) })
+			if c.mode == NAT {
+				for _, r := range l.reals {
+					l.in(r.ns, func() { replaceRoute(t, labClient, labDirectorB) })
+				}
+			}
+			broken := 0
+			for i, p := range conns {
+				name, err := p.ask()
+				if err != nil || name != first[i] {
+					broken++
+					if c.sync {
+						t.Errorf("connection %d: answered by %q (%v) after the failover, was %s", i, name, err, first[i])
+					}
+				}
+			}
+			if !c.sync && broken == 0 {
+				t.Errorf("without sync no connection broke: the test would not tell sync from no sync")
+			}
+			t.Logf("%d of %d connections broken after the failover", broken, len(conns))
+			if st := vipStats(t, b, v); st.Packets == 0 {
+				t.Errorf("director B forwarded nothing: the failover did not happen")
 			}
 		})
 	}

@@ -438,3 +438,25 @@ func (l *lab) download(size int, timeout time.Duration) (int64, error) {
 	defer resp.Body.Close()
 	return io.Copy(io.Discard, resp.Body)
 }
+
+// labDirectorB is the second director of the failover tests.
+var labDirectorB = netip.MustParseAddr("10.77.0.3")
+
+// udpIn opens a UDP socket on addr (port chosen) in ns.
+func (l *lab) udpIn(ns netns.NsHandle, addr netip.Addr) *net.UDPConn {
+	var c *net.UDPConn
+	l.in(ns, func() {
+		var err error
+		c, err = net.ListenUDP("udp4", net.UDPAddrFromAddrPort(netip.AddrPortFrom(addr, 0)))
+		must0(l.t, err)
+	})
+	return c
+}
+
+// replaceRoute points the host route to dst at gw (in the current namespace).
+func replaceRoute(t *testing.T, dst, gw netip.Addr) {
+	eth0, err := netlink.LinkByName("eth0")
+	must0(t, err)
+	_, n, _ := net.ParseCIDR(dst.String() + "/32")
+	must0(t, netlink.RouteReplace(&netlink.Route{LinkIndex: eth0.Attrs().Index, Dst: n, Gw: gw.AsSlice()}))
+}

@@ -23,6 +23,7 @@ var counterNames = []string{
 	"pass_too_big",    // NAT: larger than the egress MTU (GSO, GRO); passed on unchanged to the tc program
 	"tc_nat",          // NAT: rewritten and sent by the tc program (the two above)
 	"tc_drop_too_big", // NAT: larger than the egress MTU and not a GSO packet; dropped by the tc program
+	"flow_event_lost", // flow sync: a new flow not reported (the event ring was full)
 }
 
 // Counters returns the program's packet counters by name (see counterNames in stats.go and

@@ -254,6 +254,7 @@ const (
 	vipFlagDownMove   = 1 // VIP_F_DOWN_MOVE
 	vipFlagSourceHash = 2 // VIP_F_SOURCE_HASH
 	connFlagClosing   = 1 // CONN_F_CLOSING
+	cfgFlagFlowEvents = 1 // CFG_F_FLOW_EVENTS
 )
 
 // usable says whether r may take new flows of a VIP.
