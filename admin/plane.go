@@ -45,6 +45,7 @@ type Plane struct {
 	metrics   *metrics
 	counters  atomic.Pointer[[]Counters]
 	directors atomic.Pointer[Directors] // ShowDirectors; nil without a director plane
+	ha        atomic.Pointer[HA]        // ShowHA (admin/ha.go)
 	listeners atomic.Pointer[[]ListenerCounters]
 	conns     atomic.Pointer[[]ConnCounters]
 	key       [32]byte // HMAC key of the page nonces; random per process

@@ -78,6 +78,10 @@ type Speaker struct {
 
 	sent, received, transitions, masters, otherVRID, mismatch atomic.Uint64
 	errs                                                      map[string]*atomic.Uint64
+
+	resigned  atomic.Bool   // Resign ran: the machine is stopped, adverts still read
+	heard     chan struct{} // closed when, resigned, another router's advert arrives
+	heardOnce sync.Once
 }
 
 var errNames = []string{"ttl", "version", "type", "length", "checksum", "interval", "peer", "mode", "send"}
@@ -140,6 +144,7 @@ func NewSpeaker(c SpeakerConfig) (*Speaker, error) {
 		cfg: c, log: c.Logger.With("vrid", c.Machine.VRID, "interface", c.Iface), conn: pc, raw: raw, ifi: ifi,
 		m: NewMachine(c.Machine), events: make(chan func(time.Time) []Action, 64),
 		closed: make(chan struct{}), done: make(chan struct{}), errs: map[string]*atomic.Uint64{},
+		heard: make(chan struct{}),
 	}
 	for _, n := range errNames {
 		s.errs[n] = new(atomic.Uint64)
@@ -318,6 +323,9 @@ func (s *Speaker) read() {
 			continue
 		}
 		s.received.Add(1)
+		if s.resigned.Load() && p.Priority != PriorityStop {
+			s.heardOnce.Do(func() { close(s.heard) })
+		}
 		if !sameSet(p.Addrs, s.addrs()) {
 			if s.mismatch.Add(1) == 1 {
 				s.log.Warn("vrrp: an advert lists other addresses than ours", "from", src, "addresses", p.Addrs)
@@ -391,6 +399,28 @@ func (s *Speaker) Status() Status {
 		st.Errors[n] = v.Load()
 	}
 	return st
+}
+
+// Resign steps down as Close does (priority 0, addresses released) but keeps reading adverts,
+// and, if it was master, waits until another router advertises (it has taken over) or ctx
+// ends: so that the caller can keep forwarding what still reaches it until then. Close must
+// follow.
+func (s *Speaker) Resign(ctx context.Context) {
+	was := make(chan State, 1)
+	if !s.post(func(now time.Time) []Action {
+		was <- s.m.State()
+		s.resigned.Store(true)
+		return s.m.Shutdown(now)
+	}) {
+		return
+	}
+	if <-was != Master {
+		return
+	}
+	select {
+	case <-s.heard:
+	case <-ctx.Done():
+	}
 }
 
 // Close stops the speaker gracefully: a master advertises priority 0 and releases its
