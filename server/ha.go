@@ -151,7 +151,7 @@ func (p *haPlane) start(h *config.HA, local, answer []netip.Addr, tracked []trac
 // transition runs on the speaker's goroutine after each state change.
 func (p *haPlane) transition(from, to vrrp.State, reason string) {
 	if s := p.syncRef.Load(); s != nil {
-		s.setMaster(to == vrrp.Master)
+		s.transition(to)
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"ballast/admin"
 	"ballast/config"
 	"ballast/director"
+	"ballast/vrrp"
 )
 
 // syncGroup is the multicast group of flow sync without unicast peers (LVS's sync daemon's).
@@ -109,18 +110,18 @@ func (fs *haFlowSync) attachLocked() error {
 	return nil
 }
 
-// master turns sending on as the director becomes master, and off (asking the new master for
-// its flows) as it becomes anything else.
-func (fs *haFlowSync) setMaster(on bool) {
+// transition follows the virtual router: the master sends its flows; a director that
+// becomes a backup (at start, after a fault, or losing mastership) asks the master for its
+// flows, so that it has them before it takes over again.
+func (fs *haFlowSync) transition(to vrrp.State) {
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
-	was := fs.master
-	fs.master = on
+	fs.master = to == vrrp.Master
 	if fs.s == nil {
 		return
 	}
-	fs.s.SetSending(on)
-	if was && !on {
+	fs.s.SetSending(fs.master)
+	if to == vrrp.Backup {
 		fs.s.RequestDump()
 	}
 }

@@ -25,6 +25,9 @@ import (
 	"os/exec"
 	"runtime"
 
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/asm"
+	"github.com/cilium/ebpf/link"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 )
@@ -59,6 +62,7 @@ type Lab struct {
 	Directors []*Node
 	Reals     []*Node
 	closers   []func()
+	cuts      map[*Node][]link.Link // Partition's drop programs
 }
 
 // Options size the topology.
@@ -382,5 +386,58 @@ func (l *Lab) SetSwitchPort(n *Node, up bool) error {
 			return netlink.LinkSetUp(port)
 		}
 		return netlink.LinkSetDown(port)
+	})
+}
+
+// Partition cuts node n off the segment (on) or puts it back, keeping its link up: tc
+// programs on the switch's end of its link drop every frame both ways, so that the node sees
+// no carrier change, as across a failed switch between two halves of a network.
+func (l *Lab) Partition(n *Node, on bool) error {
+	if !on {
+		for _, lk := range l.cuts[n] {
+			lk.Close()
+		}
+		delete(l.cuts, n)
+		return nil
+	}
+	if l.cuts[n] != nil {
+		return nil
+	}
+	drop, err := ebpf.NewProgram(&ebpf.ProgramSpec{
+		Type: ebpf.SchedCLS, License: "GPL",
+		Instructions: asm.Instructions{asm.Mov.Imm(asm.R0, 2), asm.Return()}, // TC_ACT_SHOT
+	})
+	if err != nil {
+		return fmt.Errorf("netlab: partition program: %w", err)
+	}
+	defer drop.Close() // the links hold it
+	return l.In(l.sw, func() error {
+		port, err := netlink.LinkByName("v-" + n.Name)
+		if err != nil {
+			return err
+		}
+		var links []link.Link
+		for _, at := range []ebpf.AttachType{ebpf.AttachTCXIngress, ebpf.AttachTCXEgress} {
+			lk, err := link.AttachTCX(link.TCXOptions{Program: drop, Attach: at, Interface: port.Attrs().Index})
+			if err != nil {
+				for _, x := range links {
+					x.Close()
+				}
+				return fmt.Errorf("netlab: partition of %s: %w", n.Name, err)
+			}
+			links = append(links, lk)
+		}
+		if l.cuts == nil {
+			l.cuts = map[*Node][]link.Link{}
+			l.OnClose(func() {
+				for _, ls := range l.cuts {
+					for _, lk := range ls {
+						lk.Close()
+					}
+				}
+			})
+		}
+		l.cuts[n] = links
+		return nil
 	})
 }

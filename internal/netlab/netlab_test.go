@@ -2,6 +2,7 @@ package netlab
 
 import (
 	"context"
+	"net"
 	"os"
 	"strings"
 	"testing"
@@ -102,12 +103,20 @@ func TestTwoDirectors(t *testing.T) {
 	for _, cut := range []struct {
 		name string
 		set  func(*Node, bool) error
-	}{{"switch port", l.SetSwitchPort}, {"link", l.SetLink}} {
+	}{{"switch port", l.SetSwitchPort}, {"link", l.SetLink}, {"partition", func(n *Node, up bool) error { return l.Partition(n, !up) }}} {
 		if err := cut.set(d, false); err != nil {
 			t.Fatal(err)
 		}
 		if err := reach(d); err == nil {
 			t.Errorf("%s down: %s still reachable", cut.name, d.Name)
+		}
+		if cut.name == "partition" {
+			_ = l.In(d.NS, func() error {
+				if ifi, err := net.InterfaceByName("eth0"); err != nil || ifi.Flags&net.FlagRunning == 0 {
+					t.Errorf("partitioned, %s lost its carrier: %v %v", d.Name, ifi, err)
+				}
+				return nil
+			})
 		}
 		if err := cut.set(d, true); err != nil {
 			t.Fatal(err)
