@@ -30,7 +30,9 @@ static __always_inline int nat_rewrite(struct xdp_md *ctx, struct pkt *p, __u32 
 	fib.ipv4_src = src ? to : ip->saddr;
 	fib.ipv4_dst = src ? ip->daddr : to;
 	fib.ifindex = ctx->ingress_ifindex;
-	int rc = bpf_fib_lookup(ctx, &fib, sizeof(fib), 0);
+	/* DIRECT: the main table, not the policy rules, which hold the NAT guard's blackholes
+	 * for the kernel's own forwarding (director/guard.go). */
+	int rc = bpf_fib_lookup(ctx, &fib, sizeof(fib), BPF_FIB_LOOKUP_DIRECT);
 
 	if (rc != BPF_FIB_LKUP_RET_SUCCESS && rc != BPF_FIB_LKUP_RET_NO_NEIGH &&
 	    rc != BPF_FIB_LKUP_RET_FRAG_NEEDED) {

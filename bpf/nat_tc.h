@@ -33,7 +33,7 @@ static __always_inline int nat_tc_send(struct __sk_buff *skb, struct pkt *p, __u
 	fib.ifindex = skb->ingress_ifindex;
 	/* tot_len 0: the helper checks the skb against the egress MTU, GSO packets by their
 	 * segments' size. */
-	int rc = bpf_fib_lookup(skb, &fib, sizeof(fib), 0);
+	int rc = bpf_fib_lookup(skb, &fib, sizeof(fib), BPF_FIB_LOOKUP_DIRECT);
 	if (rc == BPF_FIB_LKUP_RET_FRAG_NEEDED) {
 		count(CNT_TC_DROP_TOO_BIG);
 		return TC_ACT_SHOT;

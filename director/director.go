@@ -86,6 +86,9 @@ type Options struct {
 	// MoveDownFlows re-places the established flows of a down real server by the table;
 	// otherwise they stay with it (for a server that is only briefly failing its checks).
 	MoveDownFlows bool
+	// NoGuard leaves out the NAT guard's policy routing rules (director/guard.go): then the
+	// kernel of a killed NAT director forwards the real servers' replies unrewritten.
+	NoGuard bool
 	// Health enables active health checks of every real server's own address.
 	Health *HealthCheck
 	Logger *slog.Logger
@@ -311,6 +314,11 @@ func (d *Director) worker(ready chan<- error) {
 		ready <- fmt.Errorf("director: entering network namespace: %w", err)
 		return
 	}
+	if d.opts.Mode == NAT && d.opts.Iface != "" && !d.opts.NoGuard {
+		if err := clearGuard(); err != nil { // what a killed director left
+			d.opts.Logger.Warn("director: removing stale NAT guard rules", "err", err)
+		}
+	}
 	ready <- nil
 	tick := time.NewTicker(d.opts.Interval)
 	defer tick.Stop()
@@ -344,6 +352,11 @@ func (d *Director) do(f func() error) error {
 func (d *Director) Close() error {
 	var err error
 	d.closeOnce.Do(func() {
+		_ = d.do(func() error { // the guard rules go with a director that stops cleanly
+			clear(d.st.vips)
+			d.st.syncGuard()
+			return nil
+		})
 		close(d.stop)
 		d.wg.Wait()
 		if d.xdp != nil {

@@ -440,3 +440,75 @@ func TestE2EFlowSyncFailover(t *testing.T) {
 		})
 	}
 }
+
+// TestNATGuard: a NAT director keeps one blackhole rule per real server and VIP port, so that
+// once its programs are gone (the process killed) its kernel drops the real servers'
+// replies instead of forwarding them unrewritten (which the client would reset); the control
+// without the guard forwards them. Close removes the rules; New removes what a killed
+// director left.
+func TestNATGuard(t *testing.T) {
+	for _, guard := range []bool{true, false} {
+		t.Run(map[bool]string{true: "guard", false: "no-guard"}[guard], func(t *testing.T) {
+			l := newLab(t, 2, 1500)
+			for _, r := range l.reals {
+				l.in(r.ns, func() { routeVia(t, labClient, labDirector) })
+			}
+			l.natSysctls()
+			d := l.newDirector(Options{Mode: NAT, NoGuard: !guard})
+			tcp, udp := VIP{Addr: labVIP, Port: 80, Proto: TCP}, VIP{Addr: labVIP, Port: 5353, Proto: UDP}
+			must0(t, d.SetVIP(tcp, l.realsOf(0, 1)))
+			must0(t, d.SetVIP(udp, l.realsOf(0)))
+			want := map[bool]int{true: 3, false: 0}[guard]
+			if n := l.guardRules(); n != want {
+				t.Fatalf("%d guard rules in the director's namespace, want %d", n, want)
+			}
+			must0(t, d.SetVIP(tcp, l.realsOf(1)))
+			if n := l.guardRules(); guard && n != want-1 {
+				t.Errorf("after dropping real0 from the TCP VIP: %d rules, want %d", n, want-1)
+			}
+			// The director dies: its programs are gone, its rules stay.
+			must0(t, d.xdp.Close())
+			must0(t, d.natTC.Close())
+			var cl *net.UDPConn
+			l.in(l.client.ns, func() {
+				var err error
+				cl, err = net.ListenUDP("udp4", &net.UDPAddr{Port: 40000})
+				must0(t, err)
+			})
+			defer cl.Close()
+			l.in(l.reals[0].ns, func() {
+				c, err := net.DialUDP("udp4", &net.UDPAddr{IP: labReal(0).AsSlice(), Port: 5353}, &net.UDPAddr{IP: labClient.AsSlice(), Port: 40000})
+				must0(t, err)
+				defer c.Close()
+				for range 3 {
+					c.Write([]byte("reply"))
+				}
+			})
+			cl.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+			buf := make([]byte, 64)
+			_, from, err := cl.ReadFromUDPAddrPort(buf)
+			if guard && err == nil {
+				t.Errorf("with the guard, the dead director's kernel forwarded a real server's reply (from %s)", from)
+			}
+			if !guard && err != nil {
+				t.Errorf("without the guard the reply was not forwarded (%v): the test would not tell them apart", err)
+			}
+			d.xdp, d.natTC = nil, nil
+			must0(t, d.Close())
+			if n := l.guardRules(); n != 0 {
+				t.Errorf("%d guard rules after Close", n)
+			}
+			if !guard {
+				return
+			}
+			// A rule left by a killed director is removed by the next one.
+			l.in(l.director.ns, func() {
+				must0(t, netlink.RuleAdd(guardRule{labReal(0), UDP, 5353}.rule("eth0")))
+			})
+			l.newDirector(Options{Mode: NAT})
+			if n := l.guardRules(); n != 0 {
+				t.Errorf("%d stale guard rules after a new start", n)
+			}
+		})
+	}
+}

@@ -460,3 +460,18 @@ func replaceRoute(t *testing.T, dst, gw netip.Addr) {
 	_, n, _ := net.ParseCIDR(dst.String() + "/32")
 	must0(t, netlink.RouteReplace(&netlink.Route{LinkIndex: eth0.Attrs().Index, Dst: n, Gw: gw.AsSlice()}))
 }
+
+// guardRules counts the NAT guard's rules in the director's namespace.
+func (l *lab) guardRules() int {
+	n := 0
+	l.in(l.director.ns, func() {
+		rules, err := netlink.RuleList(netlink.FAMILY_V4)
+		must0(l.t, err)
+		for _, r := range rules {
+			if r.Protocol == guardProtocol && r.Priority == guardPriority {
+				n++
+			}
+		}
+	})
+	return n
+}

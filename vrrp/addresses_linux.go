@@ -134,8 +134,11 @@ func NewAddresses(o AddressOptions) (*Addresses, error) {
 		a.Close()
 		return nil, fmt.Errorf("vrrp: gratuitous ARP socket on %s: %w", o.Iface, err)
 	}
-	for _, ip := range a.local {
-		_ = a.delLocal(ip) // left by a run that did not stop cleanly
+	// Left on lo by a run that did not stop cleanly (or one that held them as listener
+	// addresses): an address only answered for must not be local, or the kernel would reset
+	// the director's flows that reach it after this process dies.
+	for _, ip := range a.answer {
+		_ = a.delLocal(ip)
 	}
 	return a, nil
 }
@@ -180,7 +183,7 @@ func (a *Addresses) Update(o AddressOptions) error {
 		return err
 	}
 	if !a.claimed {
-		for _, ip := range a.local {
+		for _, ip := range a.answer {
 			_ = a.delLocal(ip)
 		}
 		return nil
@@ -192,7 +195,7 @@ func (a *Addresses) Update(o AddressOptions) error {
 		}
 	}
 	for _, ip := range oldLocal {
-		if !slices.Contains(a.local, ip) {
+		if !slices.Contains(a.local, ip) { // gone, or now only answered for
 			errs = append(errs, a.delLocal(ip))
 		}
 	}
