@@ -269,6 +269,7 @@ func TestSpeakerFault(t *testing.T) {
 	a := startRouter(t, l, l.Directors[0], 150)
 	b := startRouter(t, l, l.Directors[1], 100)
 	wait(t, "A master", 2*time.Second, func() bool { return a.s.Status().State == Master })
+	wait(t, "B backup", time.Second, func() bool { return b.s.Status().State == Backup })
 	a.s.SetFault("pool web has no usable backend")
 	wait(t, "B master after A's fault", time.Second, func() bool { return b.s.Status().State == Master })
 	if st := a.s.Status(); st.State != Fault || st.Fault == "" || st.Priority != 0 {
@@ -277,6 +278,7 @@ func TestSpeakerFault(t *testing.T) {
 	checkOwner(t, l, l.Directors[1])
 	a.s.SetFault("")
 	wait(t, "A master after the fault cleared", 2*time.Second, func() bool { return a.s.Status().State == Master })
+	wait(t, "B backup after A's return", time.Second, func() bool { return b.s.Status().State == Backup })
 	checkOwner(t, l, l.Directors[0])
 }
 
