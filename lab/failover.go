@@ -55,7 +55,11 @@ type FailoverRow struct {
 	Requests   int     `json:"requests"` // new connections opened from the fault to the restore
 	Failed     int     `json:"failed"`
 	LongLived  int     `json:"long_lived"`
-	Broken     int     `json:"broken"` // long-lived flows that failed or changed real server
+	Broken     int     `json:"broken"` // long-lived flows reset, closed or moved to another real server
+	// StallS is the longest a long-lived flow's request took in the phase: a flow whose
+	// packets went to the dead master waits for TCP's retransmissions (0.2, 0.6, 1.4, 3.0, 6.2 s
+	// after the first try), which is a stall, not a break.
+	StallS float64 `json:"stall_s"`
 	// The restore: the old master's process restarted, its link or the partition healed.
 	// RestoreMasterS is the time until it is master again (preemption; after a partition:
 	// until only one master is left), RestoreGapS the longest time without a new connection
@@ -65,6 +69,7 @@ type FailoverRow struct {
 	RestoreRequests int     `json:"restore_requests"`
 	RestoreFailed   int     `json:"restore_failed"`
 	RestoreBroken   int     `json:"restore_broken"`
+	RestoreStallS   float64 `json:"restore_stall_s"`
 	// Timeline is the new connections answered per bucket of 50 ms, from 0.5 s before the
 	// fault to the end of the fault phase (the chart).
 	Timeline []int  `json:"timeline_per_50ms"`
@@ -141,8 +146,8 @@ func runFailover(ctx context.Context, o Options, r *Report) error {
 				jobs = append(jobs, job{p, f, iv})
 			}
 		}
-		if !o.Quick {
-			jobs = append(jobs, job{planes[slices.IndexFunc(planes, func(p foPlane) bool { return p.name == "dr" })], "partition", iv})
+		if i := slices.IndexFunc(planes, func(p foPlane) bool { return p.name == "dr" }); !o.Quick && i >= 0 && len(faults) > 1 {
+			jobs = append(jobs, job{planes[i], "partition", iv})
 		}
 	}
 	for _, j := range jobs {
@@ -153,6 +158,7 @@ func runFailover(ctx context.Context, o Options, r *Report) error {
 		o.logf("failover %s %s %v: master %.3f s, failover %.3f s, %d/%d failed, %d/%d broken; restore: master %.3f s, gap %.3f s, %d failed, %d broken %s",
 			row.Plane, row.Fault, j.iv, row.NewMasterS, row.FailoverS, row.Failed, row.Requests, row.Broken, row.LongLived,
 			row.RestoreMasterS, row.RestoreGapS, row.RestoreFailed, row.RestoreBroken, row.Error)
+		o.logf("  stalls: %.3f s, restore %.3f s", row.StallS, row.RestoreStallS)
 		r.Failover = append(r.Failover, row)
 	}
 	r.Notes = append(r.Notes, failoverVerdicts(r.Failover)...)
@@ -409,13 +415,17 @@ func (run *foRun) one(ctx context.Context, p foPlane, fault string, iv time.Dura
 	if at, err := run.waitState(ctx, 1, "master", mdi+2*time.Second); err == nil {
 		row.NewMasterS = at.Sub(t0).Seconds()
 	}
-	time.Sleep(max(time.Second, mdi)) // the fault phase: the new master serves for a while
+	// The fault phase: the new master serves for a while, and the long-lived flows that sent
+	// to the dead master get through on TCP's next retransmission (6.2 s after the first try
+	// at worst, with 1 s adverts).
+	time.Sleep(max(time.Second, mdi, 2*mdi+2*time.Second))
 	if fault == "sigterm" {
 		<-procs[0].exited
 	}
 	t1 := time.Now()
 	phase := ld.since(t0, t1)
 	row.Requests, row.Failed, row.Broken = phase.requests, phase.failed, ld.brokenBetween(t0, t1)
+	row.StallS = ld.stallBetween(t0, t1)
 	row.FailoverS = phase.firstVia(t0, "B")
 	row.Timeline = ld.timeline(t0.Add(-500*time.Millisecond), t1)
 
@@ -448,6 +458,7 @@ func (run *foRun) one(ctx context.Context, p foPlane, fault string, iv time.Dura
 	ld.wait()
 	rp := ld.since(t2, t3)
 	row.RestoreRequests, row.RestoreFailed, row.RestoreBroken = rp.requests, rp.failed, ld.brokenBetween(t2, t3)
+	row.RestoreStallS = ld.stallBetween(t2, t3)
 	row.RestoreGapS = rp.longestGap(t2, t3)
 	return row
 }
@@ -492,6 +503,7 @@ type foLoad struct {
 	mu     sync.Mutex
 	reqs   []foReq
 	broken []time.Time // when each broken long-lived flow broke
+	stalls []foReq     // long-lived requests that took longer than 100 ms
 	live   int
 	wg     sync.WaitGroup
 	plane  string
@@ -631,10 +643,17 @@ func (ld *foLoad) longLived(ctx context.Context) error {
 				return
 			case <-time.After(foEvery):
 			}
-			// A flow may wait out a failover: TCP retransmits, and a long gap is not a break.
-			name, _, err := answer(c, r, 5*time.Second)
+			// A flow may wait out a failover: TCP retransmits, and a long gap is not a break
+			// (the bound is past TCP's fifth retransmission, 12.6 s after the first try).
+			start := time.Now()
+			name, _, err := answer(c, r, 15*time.Second)
 			if ctx.Err() != nil {
 				return
+			}
+			if d := time.Since(start); d > 100*time.Millisecond {
+				ld.mu.Lock()
+				ld.stalls = append(ld.stalls, foReq{start: start, end: time.Now()})
+				ld.mu.Unlock()
 			}
 			// L7 balances each request; a flow through the other planes keeps its real server.
 			if err != nil || (name != first && ld.plane != "l7") {
@@ -676,6 +695,19 @@ func (ld *foLoad) brokenBetween(from, to time.Time) int {
 		}
 	}
 	return n
+}
+
+// stallBetween is the longest long-lived request that ended in [from, to), in seconds.
+func (ld *foLoad) stallBetween(from, to time.Time) float64 {
+	ld.mu.Lock()
+	defer ld.mu.Unlock()
+	var worst time.Duration
+	for _, q := range ld.stalls {
+		if !q.end.Before(from) && q.end.Before(to) {
+			worst = max(worst, q.end.Sub(q.start))
+		}
+	}
+	return worst.Seconds()
 }
 
 // foPhase is the new connections opened in a phase.
@@ -786,7 +818,7 @@ func failoverVerdicts(rows []FailoverRow) []string {
 			out = append(out, fmt.Sprintf("goal one master within one advert (%s) after a partition heals: %.3f s: %s", r.AdvertInterval, r.RestoreMasterS, verdict(r.RestoreMasterS >= 0 && r.RestoreMasterS <= iv.Seconds()+0.05)))
 		}
 	}
-	out = append(out, "failover: from the fault to the first new connection answered through the new master (the client's ARP entry names it; for l7 and l4 the backend saw it); new connections: one every 5 ms, 2 s bound each; long-lived: 50 keep-alive flows, a request every 10 ms each, broken on an error or another real server answering; restore: the old master's process restarted, its link up, or the partition healed")
+	out = append(out, "failover: from the fault to the first new connection answered through the new master (the client's ARP entry names it; for l7 and l4 the backend saw it); new connections: one every 5 ms, 2 s bound each; long-lived: 50 keep-alive flows, a request every 10 ms each, broken when reset or closed or another real server answers (for l7, which balances each request, only the former), a stall the longest one request waited (TCP retransmissions); restore: the old master's process restarted, its link up, or the partition healed")
 	return out
 }
 
@@ -801,7 +833,7 @@ func failoverOrInf(r FailoverRow) float64 {
 func writeFailoverTable(r *Report, w io.Writer) error {
 	fmt.Fprintf(w, "scenario %s (ideal: %s)\n", r.Scenario, r.Ideal)
 	tw := newTab(w)
-	fmt.Fprintln(tw, "plane\tfault\tadvert\tnew master\tfailover\tfailed\tbroken\trestore: master\tlongest gap\tfailed\tbroken")
+	fmt.Fprintln(tw, "plane\tfault\tadvert\tnew master\tfailover\tfailed\tbroken\tstall\trestore: master\tlongest gap\tfailed\tbroken\tstall")
 	sec := func(s float64) string {
 		if s < 0 {
 			return "never"
@@ -813,9 +845,9 @@ func writeFailoverTable(r *Report, w io.Writer) error {
 			fmt.Fprintf(tw, "%s\t%s\t%s\terror: %s\n", x.Plane, x.Fault, x.AdvertInterval, x.Error)
 			continue
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d/%d\t%d/%d\t%s\t%s\t%d/%d\t%d/%d\n", x.Plane, x.Fault, x.AdvertInterval,
-			sec(x.NewMasterS), sec(x.FailoverS), x.Failed, x.Requests, x.Broken, x.LongLived,
-			sec(x.RestoreMasterS), sec(x.RestoreGapS), x.RestoreFailed, x.RestoreRequests, x.RestoreBroken, foLongLived)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d/%d\t%d/%d\t%s\t%s\t%s\t%d/%d\t%d/%d\t%s\n", x.Plane, x.Fault, x.AdvertInterval,
+			sec(x.NewMasterS), sec(x.FailoverS), x.Failed, x.Requests, x.Broken, x.LongLived, sec(x.StallS),
+			sec(x.RestoreMasterS), sec(x.RestoreGapS), x.RestoreFailed, x.RestoreRequests, x.RestoreBroken, foLongLived, sec(x.RestoreStallS))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
