@@ -265,7 +265,7 @@ const trackInterval = 50 * time.Millisecond
 func anyUsable(pools []*upstream.Pool) bool {
 	for _, pl := range pools {
 		for _, b := range pl.Backends() {
-			if st := b.State(); st == upstream.StateUp {
+			if st := b.State(); st == upstream.StateUp || st == upstream.StateSlowStart {
 				return true
 			}
 		}
