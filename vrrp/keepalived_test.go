@@ -167,7 +167,7 @@ func TestKeepalivedInterop(t *testing.T) {
 				bPeers, kPeer = []netip.Addr{kn.IP}, bn.IP
 			}
 			k := newKeepalived(t, l, kn, 100, kPeer)
-			const slack = 500 * time.Millisecond // process start and scheduling
+			const slack = 800 * time.Millisecond // process start and scheduling
 			mdiK := NewMachine(Config{Priority: 100, Interval: testIv}).MasterDownInterval()
 			mdiB := NewMachine(Config{Priority: c.ballast, Interval: testIv}).MasterDownInterval()
 			b := startRouter(t, l, bn, c.ballast, bPeers...)

@@ -203,7 +203,7 @@ func TestSpeakersFailover(t *testing.T) {
 	b := startRouter(t, l, l.Directors[1], 100)
 	mdiA := NewMachine(Config{Priority: 150, Interval: testIv}).MasterDownInterval()
 	mdiB := NewMachine(Config{Priority: 100, Interval: testIv}).MasterDownInterval()
-	slack := 300 * time.Millisecond // scheduling on a shared machine
+	slack := 500 * time.Millisecond // scheduling on a shared machine
 
 	wait(t, "A master", mdiA+slack, func() bool { return a.s.Status().State == Master })
 	wait(t, "B backup of A", time.Second, func() bool {
@@ -355,7 +355,7 @@ func TestSpeakerSIGKILL(t *testing.T) {
 	killed := time.Now()
 	_ = cmd.Wait()
 	mdi := NewMachine(Config{Priority: 100, Interval: testIv}).MasterDownInterval()
-	wait(t, "B master after SIGKILL", mdi+300*time.Millisecond, func() bool { return b.s.Status().State == Master })
+	wait(t, "B master after SIGKILL", mdi+500*time.Millisecond, func() bool { return b.s.Status().State == Master })
 	t.Logf("SIGKILL: B master after %v (Master_Down_Interval %v)", time.Since(killed), mdi)
 	for range 3 {
 		if got, want := resolve(t, l, testVIP), macOf(t, l, l.Directors[1]); got.String() != want.String() {

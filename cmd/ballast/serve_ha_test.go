@@ -238,7 +238,7 @@ func TestServeHA(t *testing.T) {
 	// 100 ms), and nothing A left answers for the addresses.
 	a.signal(syscall.SIGKILL)
 	a.wait()
-	took := h.waitHA(1, "B master after A's SIGKILL", 361*time.Millisecond+500*time.Millisecond, isState("master"))
+	took := h.waitHA(1, "B master after A's SIGKILL", 361*time.Millisecond+time.Second, isState("master"))
 	t.Logf("SIGKILL: B master after %v", took)
 	check("after A's SIGKILL")
 	if body, err := h.get(fmt.Sprintf("http://%s:8080/", haSite)); err != nil || body != "real0 "+bIP {
