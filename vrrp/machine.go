@@ -341,9 +341,11 @@ func (m *Machine) masterAdvert(now time.Time, a Advert) []Action {
 		return nil // our own advert looped back
 	}
 	// A lower-priority master (after a partition healed, say): advertise now, so that it
-	// steps down within one of its intervals rather than ours (keepalived does the same).
+	// steps down within one of its intervals rather than ours, and announce the addresses
+	// again, since hosts may have followed the other master's announcements meanwhile
+	// (keepalived does both: "forcing new election", garp_lower_prio_repeat).
 	m.adverAt = now.Add(m.cfg.Interval)
-	return []Action{{Kind: SendAdvert, Priority: m.priority}}
+	return []Action{{Kind: SendAdvert, Priority: m.priority}, {Kind: Announce, Count: m.cfg.Announce}}
 }
 
 // SetPriority changes the configured priority (1-255). A master advertises the new one at

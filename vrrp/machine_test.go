@@ -153,13 +153,13 @@ func TestMachine(t *testing.T) {
 		{"master: equal priority, the higher address wins", base, []step{
 			{at: 0, ev: "start", want: "initialize->backup(start)", state: Backup, next: mdi},
 			{at: mdi, ev: "timer", want: "send-advert(100) claim announce(5) backup->master(master down)", state: Master, next: mdi + time.Second},
-			{at: mdi + 100*ms, ev: "advert", adv: adv(addrC, 100, time.Second), want: "send-advert(100)", state: Master, next: mdi + 1100*ms},
+			{at: mdi + 100*ms, ev: "advert", adv: adv(addrC, 100, time.Second), want: "send-advert(100) announce(5)", state: Master, next: mdi + 1100*ms},
 			{at: mdi + 200*ms, ev: "advert", adv: adv(addrB, 100, time.Second), want: "release master->backup(higher priority advert)", state: Backup, next: mdi + 200*ms + mdi},
 		}},
-		{"master: a lower-priority master is answered at once", base, []step{
+		{"master: a lower-priority master is answered at once, and the addresses announced again", base, []step{
 			{at: 0, ev: "start", want: "initialize->backup(start)", state: Backup, next: mdi},
 			{at: mdi, ev: "timer", want: "send-advert(100) claim announce(5) backup->master(master down)", state: Master, next: mdi + time.Second},
-			{at: mdi + 300*ms, ev: "advert", adv: adv(addrB, 90, time.Second), want: "send-advert(100)", state: Master, next: mdi + 1300*ms},
+			{at: mdi + 300*ms, ev: "advert", adv: adv(addrB, 90, time.Second), want: "send-advert(100) announce(5)", state: Master, next: mdi + 1300*ms},
 			{at: mdi + 400*ms, ev: "advert", adv: adv(addrB, 0, time.Second), want: "send-advert(100)", state: Master, next: mdi + 1400*ms},
 			{at: mdi + 500*ms, ev: "advert", adv: adv(addrA, 100, time.Second), want: "", state: Master, next: mdi + 1400*ms},
 		}},

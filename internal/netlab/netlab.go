@@ -392,7 +392,16 @@ func (l *Lab) SetSwitchPort(n *Node, up bool) error {
 // Partition cuts node n off the segment (on) or puts it back, keeping its link up: tc
 // programs on the switch's end of its link drop every frame both ways, so that the node sees
 // no carrier change, as across a failed switch between two halves of a network.
-func (l *Lab) Partition(n *Node, on bool) error {
+func (l *Lab) Partition(n *Node, on bool) error { return l.cut(n, 0, on) }
+
+// DropProto drops (on) the IPv4 packets of protocol proto to and from node n at the switch,
+// or stops dropping them; the rest still passes: with 112, the node and the others stop
+// hearing each other's VRRP adverts while every host still reaches every other.
+func (l *Lab) DropProto(n *Node, proto uint8, on bool) error { return l.cut(n, proto, on) }
+
+// cut installs (on) or removes the drop programs of n's switch port: every frame with proto 0,
+// else IPv4 packets of that protocol.
+func (l *Lab) cut(n *Node, proto uint8, on bool) error {
 	if !on {
 		for _, lk := range l.cuts[n] {
 			lk.Close()
@@ -403,10 +412,25 @@ func (l *Lab) Partition(n *Node, on bool) error {
 	if l.cuts[n] != nil {
 		return nil
 	}
-	drop, err := ebpf.NewProgram(&ebpf.ProgramSpec{
-		Type: ebpf.SchedCLS, License: "GPL",
-		Instructions: asm.Instructions{asm.Mov.Imm(asm.R0, 2), asm.Return()}, // TC_ACT_SHOT
-	})
+	insns := asm.Instructions{asm.Mov.Imm(asm.R0, 2), asm.Return()} // TC_ACT_SHOT
+	if proto != 0 {
+		insns = asm.Instructions{
+			asm.LoadMem(asm.R2, asm.R1, 76, asm.Word), // skb->data
+			asm.LoadMem(asm.R3, asm.R1, 80, asm.Word), // skb->data_end
+			asm.Mov.Reg(asm.R4, asm.R2),
+			asm.Add.Imm(asm.R4, 24),
+			asm.JGT.Reg(asm.R4, asm.R3, "pass"),
+			asm.LoadMem(asm.R5, asm.R2, 12, asm.Half),
+			asm.JNE.Imm(asm.R5, 0x0008, "pass"), // ETH_P_IP, as the little-endian load sees it
+			asm.LoadMem(asm.R5, asm.R2, 23, asm.Byte),
+			asm.JNE.Imm(asm.R5, int32(proto), "pass"),
+			asm.Mov.Imm(asm.R0, 2), // TC_ACT_SHOT
+			asm.Return(),
+			asm.Mov.Imm(asm.R0, -1).WithSymbol("pass"), // TC_ACT_UNSPEC: pass on
+			asm.Return(),
+		}
+	}
+	drop, err := ebpf.NewProgram(&ebpf.ProgramSpec{Type: ebpf.SchedCLS, License: "GPL", Instructions: insns})
 	if err != nil {
 		return fmt.Errorf("netlab: partition program: %w", err)
 	}

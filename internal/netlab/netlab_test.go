@@ -100,6 +100,24 @@ func TestTwoDirectors(t *testing.T) {
 		}
 	}
 	d := l.Directors[1]
+	// Dropping one protocol: TCP blocked, UDP only leaves TCP through.
+	for _, c := range []struct {
+		proto uint8
+		reach bool
+	}{{6, false}, {17, true}} {
+		if err := l.DropProto(d, c.proto, true); err != nil {
+			t.Fatal(err)
+		}
+		if err := reach(d); (err == nil) != c.reach {
+			t.Errorf("dropping protocol %d: TCP to %s reached %v, want %v", c.proto, d.Name, err == nil, c.reach)
+		}
+		if err := l.DropProto(d, c.proto, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := reach(d); err != nil {
+		t.Errorf("after the drops: %v", err)
+	}
 	for _, cut := range []struct {
 		name string
 		set  func(*Node, bool) error
