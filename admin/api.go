@@ -167,6 +167,7 @@ func (p *Plane) Handler() http.Handler {
 	mux.Handle("GET /ui/", http.StripPrefix("/ui/", http.FileServerFS(sub)))
 	mux.HandleFunc("GET /api/pools", p.listPools)
 	mux.HandleFunc("GET /api/pools/{pool}", p.getPool)
+	mux.HandleFunc("GET /api/ha", p.getHA)
 	mux.HandleFunc("POST /api/pools/{pool}/backends", p.change(p.add))
 	mux.HandleFunc("DELETE /api/pools/{pool}/backends/{backend}", p.change(p.remove))
 	mux.HandleFunc("POST /api/pools/{pool}/backends/{backend}/{action}", p.change(p.action))
@@ -197,6 +198,8 @@ type PoolsResponse struct {
 	Pools []PoolView `json:"pools"`
 	// Directors are the XDP directors (admin/director.go), when any listener has forwarding.
 	Directors []DirectorView `json:"directors,omitempty"`
+	// HA is the virtual router (admin/ha.go), when the configuration has an ha section.
+	HA *HAView `json:"ha,omitempty"`
 	// Listeners are the counters the data planes keep per listener (tcp and udp listeners,
 	// and http ones with accept_proxy).
 	Listeners []ListenerStats `json:"listeners"`
@@ -218,6 +221,7 @@ func (p *Plane) listPools(w http.ResponseWriter, _ *http.Request) {
 	}
 	out.Directors = p.directorViews()
 	out.Discovery, out.Fleet = p.discoveryViews(), p.fleetView()
+	out.HA = p.haView()
 	writeJSON(w, http.StatusOK, out)
 }
 

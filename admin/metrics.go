@@ -173,10 +173,14 @@ func (c *liveCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range directorDescs {
 		ch <- d
 	}
+	for _, d := range []*prometheus.Desc{dHAState, dHAPriority, dHAMasterPrio, dHASent, dHAReceived, dHAErrors, dHATransitions, dHAMasters, dHAARP, dHAFlowsSent, dHAFlowsDropped, dHAFlowsRecv, dHAFlowsInst} {
+		ch <- d
+	}
 }
 
 func (c *liveCollector) Collect(ch chan<- prometheus.Metric) {
 	c.p.collectDirectors(ch)
+	c.collectHA(ch)
 	st := c.p.cur.Load()
 	if st == nil {
 		return

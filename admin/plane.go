@@ -45,6 +45,7 @@ type Plane struct {
 	metrics   *metrics
 	counters  atomic.Pointer[[]Counters]
 	directors atomic.Pointer[Directors] // ShowDirectors; nil without a director plane
+	ha        atomic.Pointer[HA]        // ShowHA (admin/ha.go)
 	listeners atomic.Pointer[[]ListenerCounters]
 	conns     atomic.Pointer[[]ConnCounters]
 	ds        discoveryState // ShowDiscovery, ShowFleet (discovery.go, fleet.go)

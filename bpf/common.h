@@ -54,6 +54,9 @@ enum counter {
 	CNT_PASS_NO_ROUTE,
 	CNT_NAT_REPLY,
 	CNT_PASS_TOO_BIG,
+	CNT_TC_NAT,
+	CNT_TC_DROP_TOO_BIG,
+	CNT_FLOW_EVENT_LOST,
 	CNT_MAX,
 };
 
@@ -101,6 +104,13 @@ struct nat_origin {
 	__u16 pad;
 };
 
+/* A new flow, as reported to the Go side for flow sync: the client's 5-tuple to the VIP and
+ * the real server's address (real IDs are each director's own). */
+struct flow_event {
+	struct flow_key key;
+	__u32 real_addr;
+};
+
 struct traffic {
 	__u64 packets;
 	__u64 bytes;
@@ -108,10 +118,13 @@ struct traffic {
 	__u64 drops;
 };
 
+/* director_config.flags */
+#define CFG_F_FLOW_EVENTS 1 /* report every new flow in flow_events (flow sync) */
+
 struct director_config {
 	__u32 source; /* outer source address of TUN packets */
 	__u8 mac[6];  /* the director's own MAC, source of every frame it sends */
-	__u16 pad;
+	__u16 flags;
 	/* now_ns is CLOCK_MONOTONIC as the Go side last published it (at load and every
 	 * Options.Interval): flows are stamped with it instead of calling bpf_ktime_get_ns on every
 	 * packet, and an established flow's entry is written only when it changes. */

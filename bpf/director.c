@@ -12,6 +12,7 @@
 #include "dr.h"
 #include "tun.h"
 #include "nat.h"
+#include "nat_tc.h"
 
 static __always_inline __u32 flow_hash(struct pkt *p, struct vip_meta *vip)
 {
@@ -107,6 +108,11 @@ int ballast_director(struct xdp_md *ctx)
 	}
 	account(&vip_stats, vip->id, p.len, fresh, 0);
 	account(&real_stats, id, p.len, fresh, 0);
+	if (fresh && (cfg->flags & CFG_F_FLOW_EVENTS)) {
+		struct flow_event ev = {.key = p.key, .real_addr = r->addr};
+		if (bpf_ringbuf_output(&flow_events, &ev, sizeof(ev), 0))
+			count(CNT_FLOW_EVENT_LOST);
+	}
 
 	switch (vip->mode) {
 	case MODE_DR:

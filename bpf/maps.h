@@ -76,6 +76,15 @@ struct {
 	__uint(max_entries, 1);
 } config SEC(".maps");
 
+/* New flows for the Go side (flow sync), when director_config.flags has CFG_F_FLOW_EVENTS. */
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 256 * 1024);
+} flow_events SEC(".maps");
+
+/* Keeps struct flow_event in the object's BTF, for bpf2go's Go type. */
+const struct flow_event *unused_flow_event __attribute__((unused));
+
 static __always_inline void count(__u32 c)
 {
 	__u64 *v = bpf_map_lookup_elem(&counters, &c);

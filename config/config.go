@@ -14,6 +14,8 @@ type Config struct {
 	ErrorPages     []ErrorPage `yaml:"error_pages,omitempty"`
 	// Fleet shares runtime changes with other nodes through etcd (discovery.go).
 	Fleet *Fleet `yaml:"fleet,omitempty"`
+	// HA makes this instance one director of a VRRP virtual router: see ha.go.
+	HA *HA `yaml:"ha,omitempty"`
 }
 
 // Listener is one address Ballast accepts client connections on.

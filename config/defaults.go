@@ -76,6 +76,7 @@ func (d *decoder) defaults(c *Config) {
 	}
 	d.tlsDefaults(c)
 	d.discoveryDefaults(c)
+	d.haDefaults(c)
 	if c.Logging.Level == "" {
 		c.Logging.Level = "info"
 	}

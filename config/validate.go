@@ -117,6 +117,7 @@ func (d *decoder) validate(c *Config) {
 	d.validatePolicy(c, fail)
 	d.validateDirector(c, fail)
 	d.validateDiscovery(c, fail)
+	d.validateHA(c, fail)
 
 	a := c.Admin
 	if a.Address != "" {

@@ -86,6 +86,9 @@ type Options struct {
 	// MoveDownFlows re-places the established flows of a down real server by the table;
 	// otherwise they stay with it (for a server that is only briefly failing its checks).
 	MoveDownFlows bool
+	// NoGuard leaves out the NAT guard's policy routing rules (director/guard.go): then the
+	// kernel of a killed NAT director forwards the real servers' replies unrewritten.
+	NoGuard bool
 	// Health enables active health checks of every real server's own address.
 	Health *HealthCheck
 	Logger *slog.Logger
@@ -160,6 +163,7 @@ type Director struct {
 	opts    Options
 	objs    directorObjects
 	xdp     link.Link
+	natTC   link.Link // NAT: the tc half, for what XDP passes on (bpf/nat_tc.h)
 	ns      netns.NsHandle
 	ifindex int
 
@@ -173,6 +177,7 @@ type Director struct {
 	flowVals []directorConn
 
 	tableWrites atomic.Uint64 // ring slots written, for tests and the status page
+	flowEvents  atomic.Bool   // a FlowEvents reader is open: the program reports new flows
 	closeOnce   sync.Once
 }
 
@@ -269,8 +274,18 @@ func (d *Director) attach() error {
 	if o.Native {
 		flags = link.XDPDriverMode
 	}
+	if o.Mode == NAT {
+		// The tc half goes first, so that no packet XDP passes on finds it missing.
+		d.natTC, err = link.AttachTCX(link.TCXOptions{Program: d.objs.BallastNatTc, Attach: ebpf.AttachTCXIngress, Interface: d.ifindex})
+		if err != nil {
+			return fmt.Errorf("director: attaching the NAT tc program to %q: %w", o.Iface, err)
+		}
+	}
 	d.xdp, err = link.AttachXDP(link.XDPOptions{Program: d.objs.BallastDirector, Interface: d.ifindex, Flags: flags})
 	if err != nil {
+		if d.natTC != nil {
+			d.natTC.Close()
+		}
 		return fmt.Errorf("director: attaching XDP to %q: %w", o.Iface, err)
 	}
 	return nil
@@ -285,6 +300,9 @@ func (d *Director) writeConfig() error {
 		c.Source = be32(d.opts.Source)
 	}
 	c.NowNs = monotonic()
+	if d.flowEvents.Load() {
+		c.Flags |= cfgFlagFlowEvents
+	}
 	return d.objs.Config.Put(uint32(0), c)
 }
 
@@ -295,6 +313,11 @@ func (d *Director) worker(ready chan<- error) {
 	if err := netns.Set(d.ns); err != nil {
 		ready <- fmt.Errorf("director: entering network namespace: %w", err)
 		return
+	}
+	if d.opts.Mode == NAT && d.opts.Iface != "" && !d.opts.NoGuard {
+		if err := clearGuard(); err != nil { // what a killed director left
+			d.opts.Logger.Warn("director: removing stale NAT guard rules", "err", err)
+		}
 	}
 	ready <- nil
 	tick := time.NewTicker(d.opts.Interval)
@@ -329,10 +352,18 @@ func (d *Director) do(f func() error) error {
 func (d *Director) Close() error {
 	var err error
 	d.closeOnce.Do(func() {
+		_ = d.do(func() error { // the guard rules go with a director that stops cleanly
+			clear(d.st.vips)
+			d.st.syncGuard()
+			return nil
+		})
 		close(d.stop)
 		d.wg.Wait()
 		if d.xdp != nil {
 			err = errors.Join(err, d.xdp.Close())
+		}
+		if d.natTC != nil {
+			err = errors.Join(err, d.natTC.Close())
 		}
 		err = errors.Join(err, d.objs.Close())
 		d.ns.Close()

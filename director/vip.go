@@ -103,6 +103,7 @@ type state struct {
 	byID   map[uint32]*realState
 	freeID []uint32
 	nextID uint32
+	guard  map[guardRule]bool // NAT guard rules in force (guard.go)
 }
 
 func (s *state) init(d *Director) {
@@ -149,7 +150,11 @@ func (d *Director) SetVIP(v VIP, reals []Real) error {
 		seen[r.Addr] = true
 	}
 	reals = slices.Clone(reals)
-	return d.do(func() error { return d.st.setVIP(v, reals) })
+	return d.do(func() error {
+		err := d.st.setVIP(v, reals)
+		d.st.syncGuard()
+		return err
+	})
 }
 
 // RemoveVIP stops balancing v; its packets pass to the kernel from then on.
@@ -165,6 +170,7 @@ func (d *Director) RemoveVIP(v VIP) error {
 		}
 		delete(d.st.vips, v.key())
 		d.st.vipIDs[vs.id] = false
+		d.st.syncGuard()
 		return nil
 	})
 }
@@ -254,6 +260,7 @@ const (
 	vipFlagDownMove   = 1 // VIP_F_DOWN_MOVE
 	vipFlagSourceHash = 2 // VIP_F_SOURCE_HASH
 	connFlagClosing   = 1 // CONN_F_CLOSING
+	cfgFlagFlowEvents = 1 // CFG_F_FLOW_EVENTS
 )
 
 // usable says whether r may take new flows of a VIP.

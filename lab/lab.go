@@ -82,6 +82,7 @@ var scenarios = []scenario{
 	{"backend-count", runBackendCount},
 	{"peers", runPeers},
 	{"lvs-modes", runLVSModes}, // lvsmodes.go; root only
+	{"failover", runFailover},  // failover.go; root only
 }
 
 // Names lists the scenarios in the order `all` runs them.

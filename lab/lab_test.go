@@ -418,8 +418,11 @@ func TestScenariosQuick(t *testing.T) {
 	}
 	for _, name := range Names() {
 		t.Run(name, func(t *testing.T) {
-			if name == "lvs-modes" {
+			switch name {
+			case "lvs-modes":
 				t.Skip("TestLVSModesQuick runs it (root, network namespaces)")
+			case "failover":
+				t.Skip("TestFailoverQuick runs it (root, network namespaces)")
 			}
 			rep, err := Run(context.Background(), name, Options{Ballast: ballastBin, Quick: true})
 			if err != nil {

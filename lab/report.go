@@ -101,6 +101,10 @@ type Report struct {
 	IdealValue float64 `json:"-"`
 	// charts, when set, draws the scenario's own charts instead of the generic ones.
 	charts func(r *Report, dir string) error
+	// Failover holds the failover scenario's rows (failover.go); empty for the others.
+	Failover []FailoverRow `json:"failover,omitempty"`
+	// table, when set, prints the scenario's own table instead of the generic one.
+	table func(r *Report, w io.Writer) error
 }
 
 // JSON returns the report in the contract's exact shape.
@@ -149,6 +153,9 @@ func (r *Report) WriteFiles(dir string) error {
 // WriteTable prints the report as one aligned table: algorithm | seed | predicted | measured |
 // % of ideal | proxy CPU per request | split, then the notes.
 func (r *Report) WriteTable(w io.Writer) error {
+	if r.table != nil {
+		return r.table(r, w)
+	}
 	fmt.Fprintf(w, "scenario %s (%s; ideal: %s)\n", r.Scenario, r.Metric, r.Ideal)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "algorithm\tseed\tpredicted\tmeasured\t% of ideal\tcpu/req\tp50\tp99\tsplit")

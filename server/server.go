@@ -39,6 +39,7 @@ type Server struct {
 	planes []Plane
 	disc   *discoveryPlane // the pools' discovery sources (discovery.go)
 	fleet  fleetState      // the fleet on etcd (fleet.go)
+	ha     *haPlane        // the VRRP virtual router (server/ha.go), last of the planes
 
 	mu        sync.Mutex // guards cfg and listeners against readers outside the signal loop
 	cfg       *config.Config
@@ -70,6 +71,9 @@ func Start(cfg *config.Config, o Options) (*Server, error) {
 	xdp := newXDPPlane(o.Logger) // the XDP directors (server/xdpplane.go)
 	s.planes = append(s.planes, xdp)
 	s.ops.ShowDirectors(xdp)
+	s.ha = newHAPlane(o.Logger, xdp) // after the directors: flow sync needs them swapped in
+	s.planes = append(s.planes, s.ha)
+	s.ops.ShowHA(s.ha)
 	s.ops.CountListeners(http, l4)
 	s.ops.CountConns(l4)
 	s.disc = newDiscoveryPlane(ctx, o.Logger)
@@ -92,6 +96,7 @@ func Start(cfg *config.Config, o Options) (*Server, error) {
 		return nil, err
 	}
 	undo := func() {
+		_ = s.ha.Shutdown(context.Background())
 		_ = xdp.Shutdown(context.Background()) // detaches directors the swap attached
 		closeSockets(opened)
 		closePools(pools)
@@ -295,6 +300,8 @@ func (s *Server) install(cfg *config.Config) error {
 // Shutdown stops accepting on every plane, waits until in-flight work finishes or ctx ends,
 // then stops the admin plane and the health monitor and closes the pools.
 func (s *Server) Shutdown(ctx context.Context) error {
+	// An HA master steps down first and keeps forwarding until another director takes over.
+	s.ha.resign(ctx)
 	// The planes stop together, so that none keeps accepting while another drains.
 	errs := make([]error, len(s.planes))
 	var wg sync.WaitGroup

@@ -353,3 +353,13 @@ func (p *xdpPlane) Directors() []admin.DirectorView {
 func traffic(t director.Traffic, active int) admin.DirectorTraffic {
 	return admin.DirectorTraffic{Packets: t.Packets, Bytes: t.Bytes, NewFlows: t.NewFlows, ActiveFlows: active, Drops: t.Drops}
 }
+
+// director is the director attached to iface, or nil (flow sync, server/haflows.go).
+func (p *xdpPlane) director(iface string) *director.Director {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if id := p.dirs[iface]; id != nil {
+		return id.d
+	}
+	return nil
+}

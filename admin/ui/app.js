@@ -214,6 +214,7 @@
       draw(s);
     }
     for (const [name, s] of pools) if (!seen.has(name)) { s.section.remove(); pools.delete(name); }
+    renderHA(data.ha);
     renderDirectors(data.directors || []);
     renderDiscovery(data.discovery || [], data.fleet);
     renderListeners(data.listeners || []);
@@ -247,6 +248,41 @@
           : "DISCONNECTED since " + new Date(fleet.since).toLocaleTimeString() + ", serving its last view: " + (fleet.last_error || "")) +
         " · revision " + fleet.revision + " · " + fleet.keys + " keys · " + fleet.applied + " changes applied";
       discoveryEl.append(p);
+    }
+  }
+
+  // The HA virtual router (admin/ha.go): state, priority, master, adverts, flow sync.
+  const haEl = document.getElementById("ha");
+  function renderHA(h) {
+    haEl.hidden = !h;
+    if (!h) return;
+    const st = document.getElementById("ha-state");
+    st.textContent = h.state + (h.fault ? " (" + h.fault + ")" : "");
+    st.className = "hastate ha-" + h.state;
+    haEl.dataset.state = h.state;
+    const errs = Object.entries(h.advert_errors || {}).filter(([, n]) => n > 0).map(([k, n]) => k + " " + n).join(", ") || "none";
+    const rows = [
+      ["priority", h.priority + " (configured " + h.configured_priority + ")"],
+      ["master", (h.master || "none heard") + " (priority " + h.master_priority + ", interval " + h.master_advert_interval + ")"],
+      ["router", "VRID " + h.virtual_router_id + " on " + h.interface + " from " + h.address + ", interval " + h.advert_interval + (h.preempt ? ", preempt" : "")],
+      ["addresses", (h.addresses || []).join(", ")],
+      ["adverts", h.adverts_sent + " sent, " + h.adverts_received + " received"],
+      ["transitions", h.transitions + " (master " + h.became_master + " times), since " + new Date(h.since).toLocaleTimeString()],
+      ["advert errors", errs],
+      ["ARP answered", String(h.arp_answered)],
+    ];
+    if (h.flow_sync) {
+      const f = h.flow_sync;
+      rows.push(["flow sync", (f.sending ? "sending" : "receiving") + ": " + f.flows_sent + " sent, " + f.flows_dropped + " dropped, " +
+        f.flows_received + " received, " + f.flows_installed + " installed" + (f.error ? " · error: " + f.error : "")]);
+    }
+    const tbody = haEl.querySelector("tbody");
+    tbody.replaceChildren();
+    for (const [k, v] of rows) {
+      const tr = el("tr");
+      tr.dataset.key = k;
+      tr.append(el("th", null, k), el("td", null, v));
+      tbody.append(tr);
     }
   }
 

@@ -22,6 +22,7 @@ const ctlUsage = `usage: ballast ctl [--admin URL] [--token T] [--fleet] COMMAND
 
 commands:
   status [--json]                  pools, backends and XDP directors with live state
+  ha [--json]                      the HA virtual router: state, priority, master, adverts
   drain   POOL BACKEND             no new requests; in-flight ones finish
   disable POOL BACKEND             out of rotation (maintenance)
   enable  POOL BACKEND             undo drain/disable (slow start applies)
@@ -80,6 +81,8 @@ func runCtl(args []string, stdout, stderr io.Writer) int {
 		}
 		_ = admin.WriteStatus(stdout, r)
 		return 0
+	case "ha":
+		return ctlHA(ctx, c, rest, stdout, stderr)
 	case "drain", "disable", "enable", "remove":
 		if len(rest) != 2 {
 			fmt.Fprintf(stderr, "usage: ballast ctl %s POOL BACKEND\n", cmd)
