@@ -25,6 +25,10 @@ type Listener struct {
 	AcceptProxy bool `yaml:"accept_proxy,omitempty"`
 	// MaxFlows caps a udp listener's concurrent flows; datagrams that would open more are dropped.
 	MaxFlows int `yaml:"max_flows,omitempty"`
+	// NewFlowRate and NewFlowBurst bound the udp flows a listener starts per second and at once
+	// (config/udp.go); datagrams that would start more are dropped and counted.
+	NewFlowRate  int `yaml:"new_flow_rate,omitempty"`
+	NewFlowBurst int `yaml:"new_flow_burst,omitempty"`
 	// Forwarding hands a tcp or udp listener's flows to the XDP director (dr, tun or nat) on
 	// Interface instead of a proxy: the address is the VIP and no socket is bound (config/xdp.go).
 	Forwarding string `yaml:"forwarding,omitempty"`

@@ -33,6 +33,7 @@ const (
 	DefaultTCPIdleTimeout    = 10 * time.Minute // nginx stream's proxy_timeout
 	DefaultUDPIdleTimeout    = 30 * time.Second
 	DefaultMaxFlows          = 65536
+	DefaultNewFlowRate       = 10000 // udp flows started per second per listener
 )
 
 // The failure_percentage defaults are Envoy's, except minimum_hosts (Envoy's is 5): a pool of

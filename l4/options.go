@@ -84,8 +84,17 @@ type UDPOptions struct {
 	// IdleTimeout ends a flow after this long without a datagram either way.
 	IdleTimeout time.Duration
 	// MaxFlows caps the live flows; datagrams that would start another are dropped and counted.
+	// The process's descriptor budget for flows (shared by every UDP listener) caps it too.
 	MaxFlows int
-	Key      Key
+	// NewFlowRate bounds the flows started per second, NewFlowBurst at once (0: the
+	// defaults; a negative rate: no bound); datagrams that would start more are dropped and
+	// counted, so that a flood of new clients leaves the read loop to the established flows.
+	NewFlowRate  int
+	NewFlowBurst int
+	// Persistence, when > 0, keeps a client address on the backend its last flow used for this
+	// long after that flow started (LVS -p), while the backend takes pinned traffic.
+	Persistence time.Duration
+	Key         Key
 }
 
 func (o UDPOptions) withDefaults() UDPOptions {
@@ -94,6 +103,15 @@ func (o UDPOptions) withDefaults() UDPOptions {
 	}
 	if o.MaxFlows <= 0 {
 		o.MaxFlows = config.DefaultMaxFlows
+	}
+	switch {
+	case o.NewFlowRate == 0:
+		o.NewFlowRate = config.DefaultNewFlowRate
+	case o.NewFlowRate < 0:
+		o.NewFlowRate = 0 // unlimited
+	}
+	if o.NewFlowBurst <= 0 {
+		o.NewFlowBurst = max(o.NewFlowRate, 1)
 	}
 	return o
 }

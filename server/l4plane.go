@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"time"
 
 	"ballast/admin"
 	"ballast/config"
@@ -56,9 +57,10 @@ func (p *l4Plane) Swap(cfg *config.Config, pools map[string]*upstream.Pool) erro
 		table *l4.Table
 	}
 	type udpPlan struct {
-		l    config.Listener
-		pool *upstream.Pool
-		key  l4.Key
+		l       config.Listener
+		pool    *upstream.Pool
+		key     l4.Key
+		persist time.Duration
 	}
 	var tcps []tcpPlan
 	var udps []udpPlan
@@ -78,7 +80,7 @@ func (p *l4Plane) Swap(cfg *config.Config, pools map[string]*upstream.Pool) erro
 		if len(routes[0].SNI) > 0 {
 			return fmt.Errorf("listener %s: a udp listener has no SNI to route by", l.Name)
 		}
-		udps = append(udps, udpPlan{l, routes[0].Pool, routes[0].Key})
+		udps = append(udps, udpPlan{l, routes[0].Pool, routes[0].Key, routes[0].Persistence})
 	}
 	trust, err := proxyTrust(cfg)
 	if err != nil {
@@ -105,7 +107,10 @@ func (p *l4Plane) Swap(cfg *config.Config, pools map[string]*upstream.Pool) erro
 			px.SetPool(u.pool)
 			continue
 		}
-		p.udp[u.l.Name] = l4.NewUDP(l4.UDPOptions{IdleTimeout: u.l.IdleTimeout.Duration, MaxFlows: u.l.MaxFlows, Key: u.key}, u.pool)
+		p.udp[u.l.Name] = l4.NewUDP(l4.UDPOptions{
+			IdleTimeout: u.l.IdleTimeout.Duration, MaxFlows: u.l.MaxFlows, Key: u.key, Persistence: u.persist,
+			NewFlowRate: u.l.NewFlowRate, NewFlowBurst: u.l.NewFlowBurst,
+		}, u.pool)
 	}
 	p.cfg = cfg
 	return nil
@@ -219,6 +224,9 @@ func (p *l4Plane) ListenerStats() []admin.ListenerStats {
 			s := u.Stats()
 			st.Active, st.Flows, st.FlowsExpired, st.Retries = s.Flows, s.Created, s.Expired, s.Retries
 			st.DroppedMaxFlows, st.DroppedNoBackend = s.DroppedCap, s.DroppedNoBackend
+			st.Datagrams, st.DroppedDescriptors, st.DroppedRate = s.Datagrams, s.DroppedDescriptors, s.DroppedRate
+			st.DroppedSend, st.DroppedOverflow, st.RepliesDropped = s.DroppedSend, s.DroppedOverflow, s.RepliesDropped
+			st.Forwarded, st.Replies, st.MaxFlows = s.PacketsIn, s.PacketsOut, u.MaxFlows()
 			st.BytesIn, st.BytesOut = s.BytesIn, s.BytesOut
 		}
 		out = append(out, st)
