@@ -106,6 +106,9 @@ type Stats struct {
 	IdleClosed uint64
 	// Retries counts connect attempts after the first (a refused or timed-out backend).
 	Retries uint64
+	// OutOfDescriptors counts connections closed because the proxy had no descriptor for the
+	// backend socket (also counted in NoBackend; never held against the backend).
+	OutOfDescriptors uint64
 }
 
 // TCP is a layer-4 TCP proxy for one listener's routes.
@@ -118,6 +121,7 @@ type TCP struct {
 	counters sync.Map // *upstream.Backend → *backendCounters
 
 	accepted, proxyRefused, noRoute, noBackend, idleClosed, retries atomic.Uint64
+	outOfFDs                                                        atomic.Uint64
 	proxyFrom                                                       atomic.Pointer[proxyproto.Trust]
 	active                                                          atomic.Int64
 
@@ -324,6 +328,8 @@ func (p *TCP) Stats() Stats {
 		NoBackend:    p.noBackend.Load(),
 		IdleClosed:   p.idleClosed.Load(),
 		Retries:      p.retries.Load(),
+
+		OutOfDescriptors: p.outOfFDs.Load(),
 	}
 }
 
@@ -501,6 +507,13 @@ func (p *TCP) connect(r *Route, src, dst netip.AddrPort) (*upstream.Backend, int
 			fd, err = sockio.DialName(b.Address, timeout)
 		}
 		d := time.Since(start)
+		if err != nil && sockio.OutOfDescriptors(err) {
+			// The proxy's own limit: not the backend's fault, and no other backend would do
+			// better.
+			r.Pool.Cancel(b)
+			p.outOfFDs.Add(1)
+			return nil, -1, 0
+		}
 		if err == nil {
 			if r.Persistence > 0 {
 				now := time.Now().UnixNano()

@@ -1,0 +1,126 @@
+package l4
+
+import (
+	"net"
+	"runtime"
+	"testing"
+	"time"
+
+	"ballast/internal/peertest"
+)
+
+// TestUDPFlowsHoldNoGoroutine: a flow costs no goroutine (its backend socket waits in the
+// shared poller): 300 live flows leave the goroutine count where one flow put it.
+func TestUDPFlowsHoldNoGoroutine(t *testing.T) {
+	pool := newPool(t, "u", "leastconn", 0, 0, peertest.UDPNamer(t, "a"))
+	p := NewUDP(UDPOptions{}, pool)
+	addr := startUDP(t, UDPOptions{}, p)
+	ask(t, udpClient(t, addr), "first")
+	base := runtime.NumGoroutine()
+	for range 300 {
+		ask(t, udpClient(t, addr), "x")
+	}
+	if p.Flows() != 301 {
+		t.Fatalf("flows %d, want 301", p.Flows())
+	}
+	if g := runtime.NumGoroutine(); g > base+5 {
+		t.Fatalf("%d goroutines with 301 flows, %d with one: a goroutine per flow", g, base)
+	}
+}
+
+// TestUDPNewFlowRate: beyond new_flow_burst at once, datagrams that would start a flow are
+// dropped and counted as rate drops, while an established flow keeps going.
+func TestUDPNewFlowRate(t *testing.T) {
+	pool := newPool(t, "u", "leastconn", 0, 0, peertest.UDPNamer(t, "a"))
+	opts := UDPOptions{NewFlowRate: 1, NewFlowBurst: 3}
+	p := NewUDP(opts, pool)
+	addr := startUDP(t, opts, p)
+	est := udpClient(t, addr)
+	ask(t, est, "est")
+	for range 20 {
+		udpClient(t, addr).Write([]byte("new"))
+	}
+	eventually(t, 5*time.Second, "20 datagrams read", func() bool { return p.Stats().Datagrams >= 21 })
+	st := p.Stats()
+	if st.Created > 4 || st.DroppedRate < 16 || st.Created+st.DroppedRate != 21 {
+		t.Fatalf("burst 3 (+1 per second): created %d, rate drops %d", st.Created, st.DroppedRate)
+	}
+	if got := ask(t, est, "still"); got != "a:still" {
+		t.Fatalf("established flow: %q", got)
+	}
+}
+
+// TestUDPDescriptorBudget: the descriptor budget is the process's, shared by every udp
+// proxy: two listeners with a budget of 3 flows hold 3 in all, and the drops are counted as
+// descriptor drops, never against the backend.
+func TestUDPDescriptorBudget(t *testing.T) {
+	pool := newPool(t, "u", "leastconn", 0, 0, peertest.UDPNamer(t, "a"))
+	budget := &fdBudget{limit: 3}
+	p1, p2 := NewUDP(UDPOptions{}, pool), NewUDP(UDPOptions{}, pool)
+	p1.budget, p2.budget = budget, budget
+	a1, a2 := startUDP(t, UDPOptions{}, p1), startUDP(t, UDPOptions{}, p2)
+	ask(t, udpClient(t, a1), "1")
+	ask(t, udpClient(t, a2), "2")
+	ask(t, udpClient(t, a1), "3")
+	for _, a := range []string{a1, a2, a2} {
+		udpClient(t, a).Write([]byte("over"))
+	}
+	eventually(t, 5*time.Second, "drops counted", func() bool {
+		return p1.Stats().DroppedDescriptors+p2.Stats().DroppedDescriptors == 3
+	})
+	if budget.Used() != 3 || p1.Flows()+p2.Flows() != 3 || p1.MaxFlows() != 3 {
+		t.Fatalf("budget used %d, flows %d+%d, cap %d", budget.Used(), p1.Flows(), p2.Flows(), p1.MaxFlows())
+	}
+	if b := pool.Backends()[0]; b.Failures() != 0 || b.Requests() != 3 {
+		t.Fatalf("backend: %d failures, %d requests", b.Failures(), b.Requests())
+	}
+	ctx, cancel := contextWithTimeout(5 * time.Second)
+	defer cancel()
+	p1.Shutdown(ctx)
+	p2.Shutdown(ctx)
+	if budget.Used() != 0 {
+		t.Fatalf("budget used %d after both shut down", budget.Used())
+	}
+}
+
+// TestUDPOverflowCounted: datagrams the listener socket drops for want of buffer space are
+// counted from SO_RXQ_OVFL with the next datagram read, and with those read they make up
+// every datagram sent.
+func TestUDPOverflowCounted(t *testing.T) {
+	pool := newPool(t, "u", "leastconn", 0, 0, peertest.UDPNamer(t, "a"))
+	p := NewUDP(UDPOptions{}, pool)
+	c, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		p.Serve(c)
+	}()
+	t.Cleanup(func() {
+		ctx, cancel := contextWithTimeout(5 * time.Second)
+		defer cancel()
+		p.Shutdown(ctx)
+		<-done
+	})
+	cl := udpClient(t, c.LocalAddr().String())
+	ask(t, cl, "first") // Serve has set its options
+	_ = c.SetReadBuffer(1) // the kernel's minimum: a few datagrams
+	sent := 1
+	for range 3000 {
+		if _, err := cl.Write(make([]byte, 1024)); err == nil {
+			sent++
+		}
+	}
+	time.Sleep(100 * time.Millisecond)
+	cl.Write([]byte("last")) // carries the count of the drops before it
+	sent++
+	eventually(t, 5*time.Second, "every datagram read or counted", func() bool {
+		st := p.Stats()
+		return st.Datagrams+st.DroppedOverflow == uint64(sent)
+	})
+	if st := p.Stats(); st.DroppedOverflow == 0 {
+		t.Fatalf("no overflow counted: %+v", st)
+	}
+}
