@@ -105,7 +105,7 @@ func TestUDPOverflowCounted(t *testing.T) {
 		<-done
 	})
 	cl := udpClient(t, c.LocalAddr().String())
-	ask(t, cl, "first") // Serve has set its options
+	ask(t, cl, "first")    // Serve has set its options
 	_ = c.SetReadBuffer(1) // the kernel's minimum: a few datagrams
 	sent := 1
 	for range 3000 {
