@@ -227,6 +227,9 @@ type FailurePercentage struct {
 type Admin struct {
 	Address string `yaml:"address"` // empty = off
 	Token   string `yaml:"token"`   // bearer token for changes; required unless loopback-only
+	// ReadToken grants reads only; Reads says whether reads need a token (config/admin.go).
+	ReadToken string `yaml:"read_token,omitempty"`
+	Reads     string `yaml:"reads,omitempty"`
 }
 
 // Logging configures the error and access logs.

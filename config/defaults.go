@@ -76,6 +76,7 @@ func (d *decoder) defaults(c *Config) {
 		d.poolDefaults(&c.Pools[i], p)
 	}
 	d.tlsDefaults(c)
+	d.adminDefaults(&c.Admin)
 	if c.Logging.Level == "" {
 		c.Logging.Level = "info"
 	}
