@@ -164,12 +164,12 @@ func (p *Plane) Handler() http.Handler {
 	mux.HandleFunc("GET /{$}", p.index)
 	sub, _ := fs.Sub(uiFS, "ui")
 	mux.Handle("GET /ui/", http.StripPrefix("/ui/", http.FileServerFS(sub)))
-	mux.HandleFunc("GET /api/pools", p.listPools)
-	mux.HandleFunc("GET /api/pools/{pool}", p.getPool)
+	mux.Handle("GET /api/pools", p.read(http.HandlerFunc(p.listPools)))
+	mux.Handle("GET /api/pools/{pool}", p.read(http.HandlerFunc(p.getPool)))
 	mux.HandleFunc("POST /api/pools/{pool}/backends", p.change(p.add))
 	mux.HandleFunc("DELETE /api/pools/{pool}/backends/{backend}", p.change(p.remove))
 	mux.HandleFunc("POST /api/pools/{pool}/backends/{backend}/{action}", p.change(p.action))
-	mux.Handle("GET /metrics", p.metrics.handler())
+	mux.Handle("GET /metrics", p.read(p.metrics.handler()))
 	return securityHeaders(mux)
 }
 
@@ -187,7 +187,7 @@ func (p *Plane) index(w http.ResponseWriter, r *http.Request) {
 	sess := p.session(w, r)
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
-	_ = indexTmpl.Execute(w, map[string]any{"Nonce": p.nonce(sess), "TokenRequired": p.currentToken() != ""})
+	_ = indexTmpl.Execute(w, map[string]any{"Nonce": p.nonce(sess), "TokenRequired": p.currentToken() != "", "ReadsNeedToken": p.readsNeedToken()})
 }
 
 // PoolsResponse is the body of GET /api/pools.
@@ -261,12 +261,20 @@ func (p *Plane) change(f func(w http.ResponseWriter, r *http.Request, pl *upstre
 	}
 }
 
-// readJSON decodes an optional JSON body into v; an empty body leaves v unchanged.
+// readJSON decodes an optional JSON body into v; an empty body leaves v unchanged. The body
+// must be one JSON object and nothing after it but white space: a second value would be
+// silently ignored otherwise.
 func readJSON(r *http.Request, v any) error {
 	dec := json.NewDecoder(r.Body)
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil && !errors.Is(err, io.EOF) {
+	if err := dec.Decode(v); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
 		return fmt.Errorf("bad JSON body: %w", err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return errors.New("bad JSON body: one JSON object only, with nothing after it")
 	}
 	return nil
 }
@@ -290,6 +298,9 @@ func (p *Plane) add(_ http.ResponseWriter, r *http.Request, pl *upstream.Pool) (
 		bc.Weight = *req.Weight
 	}
 	if err := config.CheckBackend(bc); err != nil { // the file's rules, so the API admits nothing a file could not
+		return "", err
+	}
+	if err := p.selfTarget(bc.Address); err != nil {
 		return "", err
 	}
 	b, err := pl.Add(bc.Spec())

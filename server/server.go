@@ -70,6 +70,7 @@ func Start(cfg *config.Config, o Options) (*Server, error) {
 	s.ops.ShowDirectors(xdp)
 	s.ops.CountListeners(http, l4)
 	s.ops.CountConns(l4)
+	s.ops.SetSelf(s.selfAddrs) // server/self.go
 
 	pools, err := s.buildPools(cfg, nil)
 	if err != nil {

@@ -35,7 +35,7 @@ Changes apply at once and are runtime overrides. The token defaults to $BALLAST_
 func runCtl(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("ctl", stderr)
 	addr := fs.String("admin", admin.DefaultAddress, "admin `URL` or host:port of the running ballast")
-	token := fs.String("token", os.Getenv("BALLAST_TOKEN"), "bearer `token` for changes (admin.token)")
+	token := fs.String("token", os.Getenv("BALLAST_TOKEN"), "bearer `token` for changes (admin.token) and for reads when admin.reads is token (admin.token or admin.read_token)")
 	timeout := fs.Duration("timeout", 10*time.Second, "give up after this long")
 	fs.Usage = func() {
 		fmt.Fprint(stderr, ctlUsage+"\nflags:\n")
