@@ -532,11 +532,19 @@ func (p *TCP) connect(r *Route, src, dst netip.AddrPort) (*upstream.Backend, int
 }
 
 // acquirePersistent acquires the backend src used last in r's pool while it is usable, by a
-// pick that excludes every other backend; otherwise, a normal pick. The exclusion set holds
-// seven backends, so in pools of more than eight the balancer may still choose another.
+// pick that excludes every other backend (it may wait in the backlog queue); while it drains,
+// without waiting (Pool.AcquireBackend: a draining backend keeps its persistent clients until
+// the drain's grace ends); otherwise, a normal pick. The exclusion set holds seven backends,
+// so in pools of more than eight the balancer may still choose another.
 func (p *TCP) acquirePersistent(r *Route, src netip.Addr, key uint64) (*upstream.Backend, error) {
 	if id, ok := p.persist.get(r.Pool.Name, src, time.Now().UnixNano()); ok {
-		if b := r.Pool.Backend(id); b != nil && usable(b) {
+		b := r.Pool.Backend(id)
+		if b != nil && b.State() == upstream.StateDraining {
+			if got := r.Pool.AcquireBackend(id); got != nil {
+				return got, nil
+			}
+		}
+		if b != nil && usable(b) {
 			var others balance.Tried
 			for i := 0; i <= 7 && others.Len() < 7; i++ {
 				if i != b.Index() {

@@ -2,7 +2,9 @@ package l4
 
 import (
 	"net"
+	"net/netip"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -122,5 +124,48 @@ func TestUDPOverflowCounted(t *testing.T) {
 	})
 	if st := p.Stats(); st.DroppedOverflow == 0 {
 		t.Fatalf("no overflow counted: %+v", st)
+	}
+}
+
+// TestUDPPersistenceDrain: with persistence every flow of a client address goes to its
+// backend; a draining backend keeps those flows and takes no new client; disabled, it moves
+// them.
+func TestUDPPersistenceDrain(t *testing.T) {
+	pool := newPool(t, "u", "roundrobin", 0, 0, peertest.UDPNamer(t, "a"), peertest.UDPNamer(t, "b"))
+	opts := UDPOptions{Persistence: time.Minute}
+	p := NewUDP(opts, pool)
+	addr := startUDP(t, opts, p)
+	from := func(src string) string { // a new flow: a new socket, a new source port
+		c, err := net.DialUDP("udp", &net.UDPAddr{IP: net.ParseIP(src)}, net.UDPAddrFromAddrPort(netip.MustParseAddrPort(addr)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		be, _, _ := strings.Cut(ask(t, c, "q"), ":")
+		return be
+	}
+	first := from("127.0.0.1")
+	for range 4 {
+		if got := from("127.0.0.1"); got != first {
+			t.Fatalf("persistence: a flow of the same client went to %s, not %s", got, first)
+		}
+	}
+	id := pool.Backends()[first[0]-'a'].ID
+	if err := pool.Drain(id); err != nil {
+		t.Fatal(err)
+	}
+	for range 4 {
+		if got := from("127.0.0.1"); got != first {
+			t.Fatalf("a persistent client of draining %s went to %s", first, got)
+		}
+		if got := from("127.0.0.2"); got == first {
+			t.Fatalf("a new client went to draining %s", first)
+		}
+	}
+	if err := pool.Disable(id); err != nil {
+		t.Fatal(err)
+	}
+	if got := from("127.0.0.1"); got == first {
+		t.Fatalf("disabled %s kept its persistent client", first)
 	}
 }
