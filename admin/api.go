@@ -77,6 +77,9 @@ type BackendView struct {
 	Health           *HealthView       `json:"health,omitempty"`
 	Ejections        uint64            `json:"ejections"`
 	EjectedUntil     *time.Time        `json:"ejected_until,omitempty"`
+	// DrainUntil is when a drain's grace ends (POST .../drain {"grace": ...}): pinned
+	// clients move then.
+	DrainUntil *time.Time `json:"drain_until,omitempty"`
 	// Conns are the L4 planes' counters (pools behind tcp or udp listeners; udp flows count
 	// in in_flight and requests only).
 	Conns *ConnStats `json:"conns,omitempty"`
@@ -150,6 +153,9 @@ func (p *Plane) backendView(pool string, pl *upstream.Pool, b *upstream.Backend,
 	}
 	if u := b.EjectedUntil(); !u.IsZero() && time.Now().Before(u) {
 		v.EjectedUntil = &u
+	}
+	if u := b.DrainUntil(); !u.IsZero() {
+		v.DrainUntil = &u
 	}
 	if l4 {
 		c := p.connStats(b)
@@ -315,6 +321,13 @@ func (p *Plane) remove(_ http.ResponseWriter, r *http.Request, pl *upstream.Pool
 	return "remove " + id, pl.Remove(id)
 }
 
+// DrainRequest is the optional body of POST .../drain: without a grace the backend keeps
+// its pinned clients (sticky cookies, L4 persistence) as long as they come back; with one,
+// they move when it ends.
+type DrainRequest struct {
+	Grace string `json:"grace,omitempty"`
+}
+
 // WeightRequest is the body of POST .../weight; a null weight drops the override.
 type WeightRequest struct {
 	Weight *int `json:"weight"`
@@ -324,7 +337,18 @@ func (p *Plane) action(w http.ResponseWriter, r *http.Request, pl *upstream.Pool
 	id := r.PathValue("backend")
 	switch act := r.PathValue("action"); act {
 	case "drain":
-		return "drain " + id, pl.Drain(id)
+		var req DrainRequest
+		if err := readJSON(r, &req); err != nil {
+			return "", err
+		}
+		if req.Grace == "" {
+			return "drain " + id, pl.Drain(id)
+		}
+		g, err := time.ParseDuration(req.Grace)
+		if err != nil || g <= 0 {
+			return "", fmt.Errorf("grace %q: want a duration such as 10m", req.Grace)
+		}
+		return fmt.Sprintf("drain %s (pinned clients for at most %s)", id, g), pl.DrainFor(id, g)
 	case "disable":
 		return "disable " + id, pl.Disable(id)
 	case "enable":
