@@ -59,6 +59,7 @@ type relayFlow struct {
 	last  int64           // unix nanoseconds of the last byte moved either way
 	over  bool            // ended or handed over: later events in the same batch are stale
 	conns [2]*net.TCPConn // Pipe's duplicates of A and B, once handed over
+	res   RelayResult     // written by whoever runs the pair (a shard, then Pipe's goroutines)
 }
 
 // NewRelay starts a Relay with one shard per P. If the system refuses an epoll set, the Relay
@@ -90,7 +91,7 @@ func newRelayShard() (*relayShard, error) {
 // write or close them (Shutdown is allowed: the relay sees it as the end of both directions)
 // until Done has run, after which the relay closes them.
 func (r *Relay) Forward(f RelayFlow) {
-	fl := &relayFlow{RelayFlow: f, fd: [2]int{f.A, f.B}, last: time.Now().UnixNano()}
+	fl := &relayFlow{RelayFlow: f, fd: [2]int{f.A, f.B}, last: time.Now().UnixNano(), res: RelayResult{Failed: -1, FirstFIN: -1}}
 	if len(r.shards) == 0 {
 		go fl.pipeAll(f.Prefix, 0, nil)
 		return
@@ -99,6 +100,7 @@ func (r *Relay) Forward(f RelayFlow) {
 	if len(f.Prefix) > 0 {
 		w, err := Write(f.B, f.Prefix)
 		if err != nil {
+			fl.fail(1, errnoOf(err))
 			go fl.finish(false)
 			return
 		}
@@ -209,9 +211,13 @@ func (s *relayShard) serveOnce(fl *relayFlow, d int, buf []byte) bool {
 	case e == syscall.EAGAIN:
 		return false
 	case e != 0: // reset, or the like: the pair ends
+		fl.fail(d, e)
 		s.end(fl, false)
 		return false
 	case r == 0: // end of stream: pass the FIN on, keep the other direction
+		if fl.res.FirstFIN < 0 {
+			fl.res.FirstFIN = d
+		}
 		// Also when the other direction has ended and the close follows: sending the FIN
 		// here, in a raw call, leaves the close (an ordinary system call, see IO) short.
 		_, _, _ = syscall.RawSyscall(syscall.SYS_SHUTDOWN, uintptr(dst), syscall.SHUT_WR, 0)
@@ -237,12 +243,14 @@ func (s *relayShard) serveOnce(fl *relayFlow, d int, buf []byte) bool {
 	}
 	if w > 0 {
 		fl.last = time.Now().UnixNano()
+		fl.res.Moved[d] += uint64(w)
 		if c := fl.counter(d); c != nil {
 			c.Add(uint64(w))
 		}
 	}
 	switch {
 	case e != 0 && e != syscall.EAGAIN:
+		fl.fail(1-d, e)
 		s.end(fl, false)
 	case w < got:
 		s.handOver(fl, d, buf[w:got])
@@ -273,7 +281,22 @@ func (s *relayShard) end(fl *relayFlow, idled bool) {
 	fl.finish(idled)
 }
 
+// fail records that side d failed with e, unless a side already did.
+func (fl *relayFlow) fail(d int, e syscall.Errno) {
+	if fl.res.Failed < 0 {
+		fl.res.Failed, fl.res.Errno = d, e
+	}
+}
+
 func (fl *relayFlow) finish(idled bool) {
+	fl.res.Idled = idled
+	if fl.Result != nil {
+		*fl.Result = fl.res
+	}
+	if fl.Resets && fl.res.Failed >= 0 {
+		// The failed side is gone; its peer learns it from a reset of the other side.
+		lingerZero(fl.fd[1-fl.res.Failed])
+	}
 	fl.Done(idled)
 	for _, c := range fl.conns {
 		if c != nil {
@@ -309,10 +332,25 @@ func (fl *relayFlow) pipeAll(prefix []byte, d int, pending []byte) {
 		}
 		fl.conns[side] = c
 	}
-	ps := &pipeState{c: fl.conns, idle: fl.Idle, ended: fl.ended}
+	ps := &pipeState{c: fl.conns, idle: fl.Idle, ended: fl.ended, fd: fl.fd, failed: -1}
 	ps.prefix[0] = prefix
 	ps.pending[d] = pending
-	fl.finish(ps.run(fl.AB, fl.BA))
+	idled := ps.run(fl.AB, fl.BA)
+	fl.res.Moved[0] += ps.moved[0]
+	fl.res.Moved[1] += ps.moved[1]
+	if ps.failed >= 0 {
+		fl.fail(ps.failed, ps.errno)
+	}
+	if fl.res.FirstFIN < 0 {
+		fl.res.FirstFIN = ps.firstFIN
+	}
+	fl.finish(idled)
+}
+
+// lingerZero makes the next close of fd send a reset (SO_LINGER on, 0 seconds).
+func lingerZero(fd int) {
+	l := syscall.Linger{Onoff: 1, Linger: 0}
+	_, _, _ = syscall.RawSyscall6(syscall.SYS_SETSOCKOPT, uintptr(fd), syscall.SOL_SOCKET, syscall.SO_LINGER, uintptr(unsafe.Pointer(&l)), unsafe.Sizeof(l), 0)
 }
 
 // sweep ends the flows idle for their timeout and arms the next sweep while any flow has a
