@@ -45,6 +45,8 @@ type Route struct {
 
 // TCPOptions are one TCP listener's settings.
 type TCPOptions struct {
+	// Name is the listener's, for the access log.
+	Name string
 	// ConnectTimeout bounds one connect to a backend.
 	ConnectTimeout time.Duration
 	// ConnectAttempts bounds the backends tried for one connection (at most config.MaxAttempts).

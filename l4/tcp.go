@@ -109,6 +109,8 @@ type Stats struct {
 	// OutOfDescriptors counts connections closed because the proxy had no descriptor for the
 	// backend socket (also counted in NoBackend; never held against the backend).
 	OutOfDescriptors uint64
+	// Terminations counts ended connections by termination state (term.go: "--", "SD"...).
+	Terminations map[string]uint64
 }
 
 // TCP is a layer-4 TCP proxy for one listener's routes.
@@ -122,6 +124,8 @@ type TCP struct {
 
 	accepted, proxyRefused, noRoute, noBackend, idleClosed, retries atomic.Uint64
 	outOfFDs                                                        atomic.Uint64
+	terms                                                           terms
+	access                                                          accessSwitch
 	proxyFrom                                                       atomic.Pointer[proxyproto.Trust]
 	active                                                          atomic.Int64
 
@@ -157,6 +161,16 @@ type tcpConn struct {
 	fd     int
 	bfd    atomic.Int64 // the backend's descriptor; -1 = none yet
 	killed atomic.Bool
+
+	// For the termination state and the access-log line, written by the connection's own
+	// goroutine, then by the relay (res) before Done.
+	peer    netip.AddrPort
+	start   time.Time
+	pool    string
+	backend *upstream.Backend
+	connect time.Duration
+	retries int
+	res     sockio.RelayResult
 }
 
 // kill ends the connection for Shutdown: it shuts both sockets down, which ends a read or a
@@ -253,6 +267,7 @@ func (p *TCP) accept(fd int, peer netip.AddrPort) {
 		sockio.Close(fd)
 		return
 	}
+	tc.peer, tc.start = peer, time.Now()
 	p.accepted.Add(1)
 	go p.handle(tc, id, peer)
 }
@@ -330,6 +345,7 @@ func (p *TCP) Stats() Stats {
 		Retries:      p.retries.Load(),
 
 		OutOfDescriptors: p.outOfFDs.Load(),
+		Terminations:     p.terms.snapshot(),
 	}
 }
 
@@ -358,7 +374,9 @@ func (p *TCP) countersFor(b *upstream.Backend) *backendCounters {
 // both connections to the relay, whose Done ends the connection's accounting.
 func (p *TCP) handle(tc *tcpConn, id uint64, peer netip.AddrPort) {
 	p.active.Add(1)
-	if !p.forward(tc, id, peer) {
+	if t, ok := p.forward(tc, id, peer); !ok {
+		p.terms[t].Add(1)
+		p.logLine(tc, t)
 		p.untrack(id) // first: Shutdown's kill no longer reaches the descriptors
 		sockio.Close(tc.fd)
 		if b := tc.bfd.Load(); b >= 0 {
@@ -368,32 +386,36 @@ func (p *TCP) handle(tc *tcpConn, id uint64, peer netip.AddrPort) {
 	}
 }
 
-// forward takes the connection up to the relay; false when it ended before (handle closes
-// its descriptors).
-func (p *TCP) forward(tc *tcpConn, id uint64, src netip.AddrPort) bool {
+// forward takes the connection up to the relay; false, with the termination state, when it
+// ended before (handle closes its descriptors).
+func (p *TCP) forward(tc *tcpConn, id uint64, src netip.AddrPort) (term, bool) {
 	var dst netip.AddrPort // the listener's address, read when needed
 	var prefix []byte      // client bytes read before forwarding starts
 	t := p.table.Load()
 	name := ""
 	if p.opts.AcceptProxy || t.needSNI {
+		var why term
 		var ok bool
-		if src, dst, prefix, name, ok = p.handshake(tc, t, src); !ok {
-			return false
+		if src, dst, prefix, name, why, ok = p.handshake(tc, t, src); !ok {
+			return why, false
 		}
+		tc.peer = src
 	}
 	r := t.route(name)
 	if r == nil {
 		p.noRoute.Add(1)
-		return false
+		return termProxyRefused, false
 	}
+	tc.pool = r.Pool.Name
 	if !dst.IsValid() && (r.Key == KeyFlow || r.SendProxy != 0) {
 		dst = sockio.LocalAddr(tc.fd)
 	}
-	b, bfd, connectTime := p.connect(r, src, dst)
+	b, bfd, connectTime, why := p.connect(tc, r, src, dst)
 	if bfd < 0 {
 		p.noBackend.Add(1)
-		return false
+		return why, false
 	}
+	tc.backend, tc.connect = b, connectTime
 	// Stored before killed is read, as kill stores killed before it reads bfd: a Shutdown
 	// racing with this connect either sees bfd or is seen here.
 	tc.bfd.Store(int64(bfd))
@@ -401,13 +423,16 @@ func (p *TCP) forward(tc *tcpConn, id uint64, src netip.AddrPort) bool {
 	bcnt.conns.Add(1)
 	if tc.killed.Load() {
 		r.Pool.Release(b, connectTime, false)
-		return false
+		return termKilled, false
 	}
 	bcnt.active.Add(1)
 	done := func(idled bool) {
 		if idled {
 			p.idleClosed.Add(1)
 		}
+		t := relayTerm(&tc.res, tc.killed.Load())
+		p.terms[t].Add(1)
+		p.logLine(tc, t)
 		r.Pool.Release(b, connectTime, false)
 		bcnt.active.Add(-1)
 		p.untrack(id) // before the relay closes the descriptors
@@ -421,23 +446,24 @@ func (p *TCP) forward(tc *tcpConn, id uint64, src netip.AddrPort) bool {
 		out = append(out, prefix...)
 		bcnt.bytesIn.Add(uint64(len(prefix)))
 	}
-	p.relay.Forward(sockio.RelayFlow{A: tc.fd, B: bfd, Prefix: out, Idle: p.opts.IdleTimeout, AB: &bcnt.bytesIn, BA: &bcnt.bytesOut, Done: done})
-	return true
+	p.relay.Forward(sockio.RelayFlow{A: tc.fd, B: bfd, Prefix: out, Idle: p.opts.IdleTimeout, AB: &bcnt.bytesIn, BA: &bcnt.bytesOut, Done: done,
+		Resets: true, Result: &tc.res})
+	return termNormal, true
 }
 
 // handshake reads what routing needs before a backend is chosen: the PROXY header (which
 // replaces the addresses) and the TLS ClientHello's server name, within HandshakeTimeout. The
 // reads wait in the runtime's poller through a lent duplicate of the client's descriptor.
 // prefix is what was read beyond the PROXY header, to forward unchanged.
-func (p *TCP) handshake(tc *tcpConn, t *Table, src netip.AddrPort) (_, dst netip.AddrPort, prefix []byte, name string, ok bool) {
+func (p *TCP) handshake(tc *tcpConn, t *Table, src netip.AddrPort) (_, dst netip.AddrPort, prefix []byte, name string, why term, ok bool) {
 	if p.opts.AcceptProxy && !p.proxyFrom.Load().Allows(src.Addr()) {
 		p.proxyRefused.Add(1) // an untrusted peer could claim any client address
-		return src, dst, nil, "", false
+		return src, dst, nil, "", termProxyRefused, false
 	}
 	c, err := sockio.Lend(tc.fd)
 	if err != nil {
 		p.noRoute.Add(1)
-		return src, dst, nil, "", false
+		return src, dst, nil, "", termResource, false
 	}
 	defer c.Close()
 	_ = c.SetReadDeadline(time.Now().Add(p.opts.HandshakeTimeout))
@@ -445,7 +471,7 @@ func (p *TCP) handshake(tc *tcpConn, t *Table, src netip.AddrPort) (_, dst netip
 		h, rest, err := proxyproto.Read(c, make([]byte, 0, 512))
 		if err != nil {
 			p.proxyRefused.Add(1)
-			return src, dst, nil, "", false
+			return src, dst, nil, "", readTerm(err), false
 		}
 		if h.HasAddrs() {
 			src, dst = h.Src, h.Dst
@@ -461,16 +487,24 @@ func (p *TCP) handshake(tc *tcpConn, t *Table, src netip.AddrPort) (_, dst netip
 			// without SNI can take it.
 		default:
 			p.noRoute.Add(1) // the client went away, or stalled inside its ClientHello
-			return src, dst, nil, "", false
+			return src, dst, nil, "", readTerm(err), false
 		}
 	}
-	return src, dst, prefix, name, true
+	return src, dst, prefix, name, termNormal, true
+}
+
+// readTerm is the state of a connection whose PROXY header or ClientHello could not be read.
+func readTerm(err error) term {
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		return termClientWait
+	}
+	return termClientRead
 }
 
 // connect picks a backend and connects to it, trying other backends after a failed connect.
 // It returns the backend, the connected descriptor (-1 when none could be had) and the
 // connect time.
-func (p *TCP) connect(r *Route, src, dst netip.AddrPort) (*upstream.Backend, int, time.Duration) {
+func (p *TCP) connect(tc *tcpConn, r *Route, src, dst netip.AddrPort) (*upstream.Backend, int, time.Duration, term) {
 	var key uint64
 	if r.Key == KeyFlow {
 		key = uint64(balance.FlowHash(src.Addr(), dst.Addr(), src.Port(), dst.Port(), 6))
@@ -485,9 +519,11 @@ func (p *TCP) connect(r *Route, src, dst netip.AddrPort) (*upstream.Backend, int
 		attempts = min(r.ConnectAttempts, config.MaxAttempts) // balance.Tried holds 7 backends
 	}
 	var tried balance.Tried
+	why := termNoBackend
 	for attempt := 0; attempt < attempts; attempt++ {
 		if attempt > 0 {
 			p.retries.Add(1)
+			tc.retries++
 		}
 		var b *upstream.Backend
 		var err error
@@ -497,7 +533,7 @@ func (p *TCP) connect(r *Route, src, dst netip.AddrPort) (*upstream.Backend, int
 			b, err = r.Pool.Acquire(key, tried)
 		}
 		if err != nil {
-			return nil, -1, 0
+			return nil, -1, 0, acquireTerm(err)
 		}
 		start := time.Now()
 		var fd int
@@ -512,15 +548,16 @@ func (p *TCP) connect(r *Route, src, dst netip.AddrPort) (*upstream.Backend, int
 			// better.
 			r.Pool.Cancel(b)
 			p.outOfFDs.Add(1)
-			return nil, -1, 0
+			return nil, -1, 0, termResource
 		}
 		if err == nil {
 			if r.Persistence > 0 {
 				now := time.Now().UnixNano()
 				p.persist.put(r.Pool.Name, src.Addr(), b.ID, now+int64(r.Persistence), now)
 			}
-			return b, fd, d
+			return b, fd, d, termNormal
 		}
+		why = connectTerm(err)
 		p.countersFor(b).connectFailures.Add(1)
 		r.Pool.Release(b, d, true)
 		r.Pool.Unreachable(b)
@@ -528,7 +565,7 @@ func (p *TCP) connect(r *Route, src, dst netip.AddrPort) (*upstream.Backend, int
 			tried.Add(i)
 		}
 	}
-	return nil, -1, 0
+	return nil, -1, 0, why
 }
 
 // acquirePersistent acquires the backend src used last in r's pool while it is usable, by a
