@@ -36,6 +36,12 @@ type ListenerStats struct {
 	IdleClosed uint64 `json:"idle_closed"`
 	// Retries counts tcp connects after the first and udp flows moved after a refusal.
 	Retries uint64 `json:"retries"`
+	// Terminations counts ended tcp connections by termination state, as HAProxy's: "--"
+	// normal, "SD" the backend reset or failed mid-stream, "CD" the client did, "cD" idle
+	// timeout, "KD" shut down, "CR"/"cR" the client left or stalled before routing, "PR"
+	// refused (untrusted PROXY peer, no route), "SC"/"sC" no backend or every connect refused
+	// or timed out, "SQ"/"sQ" queue full or timed out, "RC" no descriptor (docs/l4.md).
+	Terminations map[string]uint64 `json:"terminations,omitempty"`
 	// Flows counts udp flows started; FlowsExpired those ended by idle_timeout.
 	Flows        uint64 `json:"flows"`
 	FlowsExpired uint64 `json:"flows_expired"`

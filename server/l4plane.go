@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"ballast/accesslog"
 	"ballast/admin"
 	"ballast/config"
 	"ballast/l4"
@@ -30,6 +31,9 @@ type l4Plane struct {
 	cfg *config.Config
 	tcp map[string]*l4.TCP // by listener name, including removed listeners still draining
 	udp map[string]*l4.UDP
+	// access is the L4 access log (logging.access, the HTTP planes' file and format): a line
+	// per tcp connection.
+	access accesslog.Switch
 }
 
 func newL4Plane(logger *slog.Logger) *l4Plane {
@@ -88,6 +92,11 @@ func (p *l4Plane) Swap(cfg *config.Config, pools map[string]*upstream.Pool) erro
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if len(tcps) > 0 || !cfg.Logging.Access {
+		if err := p.access.Set(cfg.Logging); err != nil {
+			return fmt.Errorf("l4 access log: %w", err)
+		}
+	}
 	for _, t := range tcps {
 		if px := p.tcp[t.l.Name]; px != nil {
 			px.Swap(t.table)
@@ -95,11 +104,13 @@ func (p *l4Plane) Swap(cfg *config.Config, pools map[string]*upstream.Pool) erro
 			continue
 		}
 		px := l4.NewTCP(l4.TCPOptions{
+			Name:             t.l.Name,
 			IdleTimeout:      t.l.IdleTimeout.Duration,
 			AcceptProxy:      t.l.AcceptProxy,
 			HandshakeTimeout: t.l.ReadHeaderTimeout.Duration,
 		}, t.table)
 		px.SetProxyTrust(trust)
+		px.SetAccessLog(&p.access)
 		p.tcp[t.l.Name] = px
 	}
 	for _, u := range udps {
@@ -219,6 +230,7 @@ func (p *l4Plane) ListenerStats() []admin.ListenerStats {
 			s := t.Stats()
 			st.Accepted, st.Active, st.ProxyRefused, st.NoRoute = s.Accepted, s.Active, s.ProxyRefused, s.NoRoute
 			st.NoBackend, st.IdleClosed, st.Retries = s.NoBackend, s.IdleClosed, s.Retries
+			st.Terminations = s.Terminations
 		}
 		if u := p.udp[l.Name]; u != nil {
 			s := u.Stats()
@@ -248,3 +260,6 @@ func (p *l4Plane) Conns(b *upstream.Backend) admin.ConnStats {
 	}
 	return c
 }
+
+// ReopenLogs reopens the L4 access log's file (SIGUSR1).
+func (p *l4Plane) ReopenLogs() error { return p.access.Reopen() }
