@@ -218,14 +218,14 @@ func (s *relayShard) serveOnce(fl *relayFlow, d int, buf []byte) bool {
 		if fl.res.FirstFIN < 0 {
 			fl.res.FirstFIN = d
 		}
-		// Also when the other direction has ended and the close follows: sending the FIN
-		// here, in a raw call, leaves the close (an ordinary system call, see IO) short.
-		_, _, _ = syscall.RawSyscall(syscall.SYS_SHUTDOWN, uintptr(dst), syscall.SHUT_WR, 0)
 		fl.ended[d] = true
 		if fl.ended[1-d] {
+			// Both streams have ended and both sockets have nothing left to read: the close
+			// that follows (raw, like every call here) sends dst's FIN itself.
 			s.end(fl, false) // closing takes both sockets out of the set
 			return false
 		}
+		_, _, _ = syscall.RawSyscall(syscall.SYS_SHUTDOWN, uintptr(dst), syscall.SHUT_WR, 0)
 		_ = s.ctl(syscall.EPOLL_CTL_DEL, fl, d) // level-triggered: its end would be reported again
 		return false
 	}
