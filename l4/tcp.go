@@ -164,13 +164,17 @@ type tcpConn struct {
 
 	// For the termination state and the access-log line, written by the connection's own
 	// goroutine, then by the relay (res) before Done.
-	peer    netip.AddrPort
-	start   time.Time
-	pool    string
-	backend *upstream.Backend
-	connect time.Duration
-	retries int
-	res     sockio.RelayResult
+	peer  netip.AddrPort
+	start time.Time
+	pool  string
+	// tried and attempted are the backends and connects an inline attempt used (inline).
+	tried     balance.Tried
+	attempted int
+	failed    term // why the last connect failed
+	backend   *upstream.Backend
+	connect   time.Duration
+	retries   int
+	res       sockio.RelayResult
 }
 
 // kill ends the connection for Shutdown: it shuts both sockets down, which ends a read or a
@@ -269,7 +273,88 @@ func (p *TCP) accept(fd int, peer netip.AddrPort) {
 	}
 	tc.peer, tc.start = peer, time.Now()
 	p.accepted.Add(1)
-	go p.handle(tc, id, peer)
+	p.active.Add(1)
+	if !p.inline(tc, id) {
+		go p.handle(tc, id)
+	}
+}
+
+// inline takes a connection to the relay from the acceptor's goroutine, without one of its
+// own, when nothing on the way can wait: no handshake to read, a route without persistence,
+// PROXY header or 5-tuple key, a free slot (TryAcquire), an IP backend whose connect completes
+// inside the connect calls (loopback and local networks). Sparing the goroutine spares the
+// scheduler's wake-ups, most of what a short connection cost in user space. It reports false,
+// having changed nothing, when handle must serve the connection instead; a connect still in
+// progress is finished by a goroutine (finishConnect).
+func (p *TCP) inline(tc *tcpConn, id uint64) bool {
+	t := p.table.Load()
+	if p.opts.AcceptProxy || t.needSNI {
+		return false
+	}
+	r := t.route("")
+	if r == nil || r.Persistence > 0 || r.SendProxy != 0 || r.Key == KeyFlow {
+		return false
+	}
+	b, err := r.Pool.TryAcquire(uint64(balance.SourceHash(tc.peer.Addr())), balance.Tried{})
+	if err != nil {
+		return false // busy (the queue) or none usable: handle decides and counts
+	}
+	ap, ok := b.AddrPort()
+	if !ok {
+		r.Pool.Cancel(b) // a host name: handle dials through the resolver
+		return false
+	}
+	tc.pool = r.Pool.Name
+	start := time.Now()
+	fd, c, err := sockio.DialStart(ap)
+	switch {
+	case c != nil:
+		go p.finishConnect(tc, id, r, b, c, start)
+	case err == nil:
+		if why, ok := p.relayUp(tc, id, r, b, fd, time.Since(start), netip.AddrPort{}, netip.AddrPort{}, nil); !ok {
+			p.closeEarly(tc, id, why)
+		}
+	case sockio.OutOfDescriptors(err):
+		r.Pool.Cancel(b)
+		p.outOfFDs.Add(1)
+		p.noBackend.Add(1)
+		p.closeEarly(tc, id, termResource)
+	default:
+		p.connectFailed(tc, r, b, time.Since(start), err)
+		go p.handle(tc, id) // the other attempts
+	}
+	return true
+}
+
+// finishConnect waits for an inline connect in progress, then relays, or tries the other
+// attempts as handle does.
+func (p *TCP) finishConnect(tc *tcpConn, id uint64, r *Route, b *upstream.Backend, c *sockio.Connecting, start time.Time) {
+	timeout := p.opts.ConnectTimeout
+	if r.ConnectTimeout > 0 {
+		timeout = r.ConnectTimeout
+	}
+	fd, err := c.Wait(timeout)
+	if err != nil {
+		p.connectFailed(tc, r, b, time.Since(start), err)
+		p.handle(tc, id)
+		return
+	}
+	if why, ok := p.relayUp(tc, id, r, b, fd, time.Since(start), netip.AddrPort{}, netip.AddrPort{}, nil); !ok {
+		p.closeEarly(tc, id, why)
+	}
+}
+
+// connectFailed accounts a failed connect to b (a failure for outlier detection, held out
+// for a second) and keeps it out of the connection's next attempts.
+func (p *TCP) connectFailed(tc *tcpConn, r *Route, b *upstream.Backend, d time.Duration, err error) {
+	tc.failed = connectTerm(err)
+	p.countersFor(b).connectFailures.Add(1)
+	r.Pool.Release(b, d, true)
+	r.Pool.Unreachable(b)
+	if i := b.Index(); i >= 0 {
+		tc.tried.Add(i)
+	}
+	tc.attempted++
 }
 
 // track registers a client connection for Shutdown; false once shutting down. The counter is
@@ -372,18 +457,22 @@ func (p *TCP) countersFor(b *upstream.Backend) *backendCounters {
 
 // handle serves one client connection: it reads what routing needs, connects, and hands
 // both connections to the relay, whose Done ends the connection's accounting.
-func (p *TCP) handle(tc *tcpConn, id uint64, peer netip.AddrPort) {
-	p.active.Add(1)
-	if t, ok := p.forward(tc, id, peer); !ok {
-		p.terms[t].Add(1)
-		p.logLine(tc, t)
-		p.untrack(id) // first: Shutdown's kill no longer reaches the descriptors
-		sockio.Close(tc.fd)
-		if b := tc.bfd.Load(); b >= 0 {
-			sockio.Close(int(b))
-		}
-		p.active.Add(-1)
+func (p *TCP) handle(tc *tcpConn, id uint64) {
+	if t, ok := p.forward(tc, id, tc.peer); !ok {
+		p.closeEarly(tc, id, t)
 	}
+}
+
+// closeEarly ends a connection that never reached the relay.
+func (p *TCP) closeEarly(tc *tcpConn, id uint64, t term) {
+	p.terms[t].Add(1)
+	p.logLine(tc, t)
+	p.untrack(id) // first: Shutdown's kill no longer reaches the descriptors
+	sockio.Close(tc.fd)
+	if b := tc.bfd.Load(); b >= 0 {
+		sockio.Close(int(b))
+	}
+	p.active.Add(-1)
 }
 
 // forward takes the connection up to the relay; false, with the termination state, when it
@@ -415,6 +504,12 @@ func (p *TCP) forward(tc *tcpConn, id uint64, src netip.AddrPort) (term, bool) {
 		p.noBackend.Add(1)
 		return why, false
 	}
+	return p.relayUp(tc, id, r, b, bfd, connectTime, src, dst, prefix)
+}
+
+// relayUp hands a connected pair to the relay, with the PROXY header and the bytes read while
+// routing (prefix) to send first; false, with the termination state, when it ended before.
+func (p *TCP) relayUp(tc *tcpConn, id uint64, r *Route, b *upstream.Backend, bfd int, connectTime time.Duration, src, dst netip.AddrPort, prefix []byte) (term, bool) {
 	tc.backend, tc.connect = b, connectTime
 	// Stored before killed is read, as kill stores killed before it reads bfd: a Shutdown
 	// racing with this connect either sees bfd or is seen here.
@@ -518,9 +613,11 @@ func (p *TCP) connect(tc *tcpConn, r *Route, src, dst netip.AddrPort) (*upstream
 	if r.ConnectAttempts > 0 {
 		attempts = min(r.ConnectAttempts, config.MaxAttempts) // balance.Tried holds 7 backends
 	}
-	var tried balance.Tried
 	why := termNoBackend
-	for attempt := 0; attempt < attempts; attempt++ {
+	if tc.attempted > 0 {
+		why = tc.failed // an inline attempt's
+	}
+	for attempt := tc.attempted; attempt < attempts; attempt++ {
 		if attempt > 0 {
 			p.retries.Add(1)
 			tc.retries++
@@ -530,7 +627,7 @@ func (p *TCP) connect(tc *tcpConn, r *Route, src, dst netip.AddrPort) (*upstream
 		if attempt == 0 && r.Persistence > 0 {
 			b, err = p.acquirePersistent(r, src.Addr(), key)
 		} else {
-			b, err = r.Pool.Acquire(key, tried)
+			b, err = r.Pool.Acquire(key, tc.tried)
 		}
 		if err != nil {
 			return nil, -1, 0, acquireTerm(err)
@@ -557,13 +654,8 @@ func (p *TCP) connect(tc *tcpConn, r *Route, src, dst netip.AddrPort) (*upstream
 			}
 			return b, fd, d, termNormal
 		}
-		why = connectTerm(err)
-		p.countersFor(b).connectFailures.Add(1)
-		r.Pool.Release(b, d, true)
-		r.Pool.Unreachable(b)
-		if i := b.Index(); i >= 0 {
-			tried.Add(i)
-		}
+		p.connectFailed(tc, r, b, d, err)
+		why = tc.failed
 	}
 	return nil, -1, 0, why
 }
