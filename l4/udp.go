@@ -378,10 +378,19 @@ func (p *UDP) newFlow(fr *front, local, client netip.AddrPort, s *flowShard, now
 		pool.Cancel(b)
 		return undo(&p.droppedSend)
 	}
+	// Watched before it is published: whoever finds the flow in the table (and may end it)
+	// sees its key.
+	if f.key, err = p.poller.Add(fd, f); err != nil {
+		sockio.Close(fd)
+		fr.ref.release(fr.fd)
+		pool.Cancel(b)
+		return undo(&p.droppedFDs)
+	}
 	s.mu.Lock()
 	if old := s.m[client]; old != nil { // a concurrent Serve on another socket won the race
 		s.mu.Unlock()
-		sockio.Close(fd)
+		p.poller.Remove(f.key)
+		f.ref.end(fd) // closes it, or Readable's release will
 		fr.ref.release(fr.fd)
 		pool.Cancel(b)
 		p.budget.give()
@@ -390,15 +399,6 @@ func (p *UDP) newFlow(fr *front, local, client netip.AddrPort, s *flowShard, now
 	}
 	s.m[client] = f
 	s.mu.Unlock()
-	if f.key, err = p.poller.Add(fd, f); err != nil {
-		s.mu.Lock()
-		delete(s.m, client)
-		s.mu.Unlock()
-		sockio.Close(fd)
-		fr.ref.release(fr.fd)
-		pool.Cancel(b)
-		return undo(&p.droppedFDs)
-	}
 	p.created.Add(1)
 	if r := p.opts.Persistence; r > 0 {
 		p.persist.put(pool.Name, client.Addr(), b.ID, now+int64(r), now)
