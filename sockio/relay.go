@@ -29,7 +29,14 @@ type RelayFlow struct {
 	Resets bool
 	// Result, when set, is filled in before Done runs: how the pair ended and what it moved.
 	Result *RelayResult
+	// Shard, when set (a RelayListener's accept gives it), is where the pair waits: the shard
+	// that accepted the client, so that one goroutine serves the connection from accept to
+	// close. The zero Shard spreads pairs round robin.
+	Shard RelayShard
 }
+
+// RelayShard names one of a Relay's shards (see RelayFlow.Shard); the zero value names none.
+type RelayShard struct{ i int }
 
 // RelayResult is how a pair ended.
 type RelayResult struct {

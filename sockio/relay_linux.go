@@ -43,12 +43,15 @@ type relayShard struct {
 	ep   *os.File // epfd in the runtime's network poller
 	rc   syscall.RawConn
 
-	mu    sync.Mutex // guards flows, next and swept; taken per Forward and once per epoll_wait
-	flows map[uint64]*relayFlow
-	next  uint64
-	swept bool // a sweep deadline is armed on ep (some flow has an idle timeout)
+	mu        sync.Mutex // guards flows, listeners, next and swept; taken per Forward and once per epoll_wait
+	flows     map[uint64]*relayFlow
+	listeners map[uint64]*RelayListener // sockets the shard accepts from (Listen)
+	next      uint64
+	swept     bool // a sweep deadline is armed on ep (some flow has an idle timeout)
 
 	handedOver atomic.Uint64 // pairs given to Pipe's goroutines (tests read it)
+	index      int           // in the Relay's shards
+	open       atomic.Int64  // pairs waiting in the shard
 }
 
 type relayFlow struct {
@@ -73,7 +76,8 @@ func NewRelay() *Relay {
 		}
 		r.shards = append(r.shards, s)
 	}
-	for _, s := range r.shards {
+	for i, s := range r.shards {
+		s.index = i
 		go s.run()
 	}
 	return r
@@ -96,7 +100,12 @@ func (r *Relay) Forward(f RelayFlow) {
 		go fl.pipeAll(f.Prefix, 0, nil)
 		return
 	}
-	s := r.shards[r.next.Add(1)%uint32(len(r.shards))]
+	var s *relayShard
+	if i := f.Shard.i; i > 0 && i <= len(r.shards) {
+		s = r.shards[i-1]
+	} else {
+		s = r.shards[r.next.Add(1)%uint32(len(r.shards))]
+	}
 	if len(f.Prefix) > 0 {
 		w, err := Write(f.B, f.Prefix)
 		if err != nil {
@@ -113,6 +122,7 @@ func (r *Relay) Forward(f RelayFlow) {
 	fl.id = s.next
 	s.next++
 	s.flows[fl.id] = fl
+	s.open.Add(1)
 	if f.Idle > 0 && !s.swept { // the shard sleeps without a sweep: arm one
 		s.swept = true
 		_ = s.ep.SetReadDeadline(time.Now().Add(pollEvery))
@@ -123,6 +133,7 @@ func (r *Relay) Forward(f RelayFlow) {
 			s.mu.Lock()
 			delete(s.flows, fl.id)
 			s.mu.Unlock()
+			s.open.Add(-1)
 			if d == 1 {
 				_ = s.ctl(syscall.EPOLL_CTL_DEL, fl, 0)
 			}
@@ -149,6 +160,7 @@ func (s *relayShard) run() {
 	events := make([]syscall.EpollEvent, 128)
 	ready := make([]*relayFlow, 0, 128)
 	sides := make([]int, 0, 128)
+	var accepts []*RelayListener
 	buf := make([]byte, bufSize)
 	n := 0
 	wait := func(fd uintptr) bool {
@@ -162,16 +174,22 @@ func (s *relayShard) run() {
 			s.sweep() // the sweep deadline passed
 			continue
 		}
-		ready, sides = ready[:0], sides[:0]
+		ready, sides, accepts = ready[:0], sides[:0], accepts[:0]
 		s.mu.Lock()
 		for _, ev := range events[:max(n, 0)] {
 			key := uint64(uint32(ev.Fd)) | uint64(uint32(ev.Pad))<<32
 			if fl := s.flows[key>>1]; fl != nil {
 				ready = append(ready, fl)
 				sides = append(sides, int(key&1))
+			} else if l := s.listeners[key>>1]; l != nil {
+				accepts = append(accepts, l)
 			}
 		}
 		s.mu.Unlock()
+		for _, l := range accepts {
+			l.accept(s.index)
+		}
+		clear(accepts)
 		for i, fl := range ready {
 			if !fl.over {
 				s.serve(fl, sides[i], buf)
@@ -273,6 +291,7 @@ func (s *relayShard) forget(fl *relayFlow) {
 	s.mu.Lock()
 	delete(s.flows, fl.id)
 	s.mu.Unlock()
+	s.open.Add(-1)
 }
 
 // end closes the pair and runs Done; closing the sockets takes them out of the epoll set.
