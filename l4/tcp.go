@@ -131,7 +131,7 @@ type TCP struct {
 
 	// mu guards listeners; it is taken by Serve and Shutdown only.
 	mu        sync.Mutex
-	listeners map[net.Listener]*sockio.Acceptor
+	listeners map[net.Listener]func() // each one's stop: closes its Acceptor or RelayListener
 	// The drain registry: open client connections, sharded so that accepting and closing
 	// connections take no listener-wide lock. open counts them; drained is closed when open
 	// reaches 0 after Shutdown began.
@@ -168,6 +168,7 @@ type tcpConn struct {
 	start time.Time
 	pool  string
 	// tried and attempted are the backends and connects an inline attempt used (inline).
+	shard     sockio.RelayShard // the relay shard that accepted it, if one did
 	tried     balance.Tried
 	attempted int
 	failed    term // why the last connect failed
@@ -195,7 +196,7 @@ const acceptBatch = 64
 func NewTCP(opts TCPOptions, t *Table) *TCP {
 	p := &TCP{
 		opts:      opts.withDefaults(),
-		listeners: make(map[net.Listener]*sockio.Acceptor),
+		listeners: make(map[net.Listener]func()),
 		drained:   make(chan struct{}),
 	}
 	for i := range p.registry {
@@ -226,23 +227,18 @@ func (p *TCP) Serve(ln net.Listener) error {
 	if !ok {
 		return errors.New("l4: the listener lends no descriptor")
 	}
+	if rl, err := p.relay.Listen(sc, p.acceptOn); err == nil {
+		return p.serveInRelay(ln, sc, rl)
+	}
 	acc, err := sockio.NewAcceptor(sc)
 	if err != nil {
 		return err
 	}
 	defer acc.Close()
-	p.mu.Lock()
-	if p.closing.Load() {
-		p.mu.Unlock()
+	if !p.register(ln, func() { _ = acc.Close() }) {
 		return ErrClosed
 	}
-	p.listeners[ln] = acc
-	p.mu.Unlock()
-	defer func() {
-		p.mu.Lock()
-		delete(p.listeners, ln)
-		p.mu.Unlock()
-	}()
+	defer p.unregister(ln)
 	var backoff time.Duration
 	for {
 		err := acc.Accept(acceptBatch, p.accept)
@@ -264,14 +260,68 @@ func (p *TCP) Serve(ln net.Listener) error {
 	}
 }
 
+// serveInRelay waits while the relay's shards accept ln's connections themselves (see
+// sockio.RelayListener: no acceptor goroutine wakes per connection), until Shutdown, or ln is
+// found closed (checked every second: a closed socket leaves the epoll sets without an
+// event).
+func (p *TCP) serveInRelay(ln net.Listener, sc syscall.Conn, rl *sockio.RelayListener) error {
+	defer rl.Close()
+	if !p.register(ln, rl.Close) {
+		return ErrClosed
+	}
+	defer p.unregister(ln)
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return err
+	}
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-rl.Done():
+			if p.closing.Load() {
+				return ErrClosed
+			}
+			return net.ErrClosed
+		case <-tick.C:
+			if err := rc.Control(func(uintptr) {}); err != nil {
+				if p.closing.Load() {
+					return ErrClosed
+				}
+				return err
+			}
+		}
+	}
+}
+
+// register records a listener's stop for Shutdown; false once shutting down.
+func (p *TCP) register(ln net.Listener, stop func()) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closing.Load() {
+		return false
+	}
+	p.listeners[ln] = stop
+	return true
+}
+
+func (p *TCP) unregister(ln net.Listener) {
+	p.mu.Lock()
+	delete(p.listeners, ln)
+	p.mu.Unlock()
+}
+
 // accept takes an accepted client connection into the registry and serves it.
-func (p *TCP) accept(fd int, peer netip.AddrPort) {
+func (p *TCP) accept(fd int, peer netip.AddrPort) { p.acceptOn(fd, peer, sockio.RelayShard{}) }
+
+// acceptOn is accept for a connection a relay shard accepted: its pair waits in that shard.
+func (p *TCP) acceptOn(fd int, peer netip.AddrPort, shard sockio.RelayShard) {
 	tc, id, ok := p.track(fd)
 	if !ok {
 		sockio.Close(fd)
 		return
 	}
-	tc.peer, tc.start = peer, time.Now()
+	tc.peer, tc.start, tc.shard = peer, time.Now(), shard
 	p.accepted.Add(1)
 	p.active.Add(1)
 	if !p.inline(tc, id) {
@@ -393,9 +443,9 @@ func (p *TCP) untrack(id uint64) {
 func (p *TCP) Shutdown(ctx context.Context) error {
 	p.closing.Store(true)
 	p.mu.Lock()
-	for ln, acc := range p.listeners {
+	for ln, stop := range p.listeners {
 		_ = ln.Close()
-		_ = acc.Close()
+		stop()
 	}
 	p.mu.Unlock()
 	if p.open.Load() == 0 {
@@ -542,7 +592,7 @@ func (p *TCP) relayUp(tc *tcpConn, id uint64, r *Route, b *upstream.Backend, bfd
 		bcnt.bytesIn.Add(uint64(len(prefix)))
 	}
 	p.relay.Forward(sockio.RelayFlow{A: tc.fd, B: bfd, Prefix: out, Idle: p.opts.IdleTimeout, AB: &bcnt.bytesIn, BA: &bcnt.bytesOut, Done: done,
-		Resets: true, Result: &tc.res})
+		Resets: true, Result: &tc.res, Shard: tc.shard})
 	return termNormal, true
 }
 
