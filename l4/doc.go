@@ -7,8 +7,11 @@
 // # TCP
 //
 // TCP.Serve accepts connections on a listener that lends its descriptor. Sockets are bare
-// descriptors from accept to close (sockio.Acceptor, sockio.Dial, the relay), made with raw
-// system calls that never wake the runtime's monitor thread (see sockio). Per connection: the PROXY protocol header when
+// descriptors from accept to close (sockio.Relay.Listen, or sockio.Acceptor without relay
+// shards; sockio.Dial; the relay), made with raw system calls that never wake the runtime's
+// monitor thread (see sockio). A connection that needs no handshake, no queue and no wait for
+// its connect goes from accept to the relay inside the relay shard that accepted it, and stays
+// there (TCP.inline); any other gets a goroutine for what may wait. Per connection: the PROXY protocol header when
 // TCPOptions.AcceptProxy is set (package proxyproto; missing or malformed → closed and
 // counted), the TLS ClientHello's server name when some route matches on SNI (read into a
 // bounded buffer and forwarded unchanged), the route, the pick (Pool.Acquire with the flow
