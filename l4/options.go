@@ -83,6 +83,8 @@ func (o TCPOptions) withDefaults() TCPOptions {
 
 // UDPOptions are one UDP listener's settings.
 type UDPOptions struct {
+	// Name is the listener's, for the access log.
+	Name string
 	// IdleTimeout ends a flow after this long without a datagram either way.
 	IdleTimeout time.Duration
 	// MaxFlows caps the live flows; datagrams that would start another are dropped and counted.

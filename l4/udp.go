@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	"ballast/accesslog"
 	"ballast/balance"
 	"ballast/sockio"
 	"ballast/upstream"
@@ -77,6 +78,7 @@ type UDP struct {
 	// persist remembers each client address's backend while Persistence lasts (LVS -p).
 	persist *persistTable
 	closing atomic.Bool
+	access  accessSwitch // a line per flow when on (SetAccessLog)
 
 	shards [flowShards]flowShard
 	nflows atomic.Int64
@@ -122,6 +124,8 @@ type flow struct {
 	start   time.Time
 	last    atomic.Int64 // unix nanoseconds of the last datagram either way
 	ended   atomic.Bool
+	// in and out count the payload bytes each way, for the flow's access-log line.
+	in, out atomic.Uint64
 	// rtt is the time from the flow's start to the backend's first reply, the latency the
 	// pool hears at the end (the flow's lifetime would mislead ewma); 0 until a reply.
 	rtt atomic.Int64
@@ -191,6 +195,10 @@ func NewUDP(opts UDPOptions, pool *upstream.Pool) *UDP {
 	p.pool.Store(pool)
 	return p
 }
+
+// SetAccessLog makes the proxy write a line per flow, when it ends, to the log s holds (none
+// while it holds none): idle expiry is cD, a backend's failure SD, a shutdown KD.
+func (p *UDP) SetAccessLog(s *accesslog.Switch) { p.access.Store(s) }
 
 // SetPool installs the pool new flows use (a reload); live flows keep theirs.
 func (p *UDP) SetPool(pool *upstream.Pool) { p.pool.Store(pool) }
@@ -301,6 +309,7 @@ func (p *UDP) forward(fr *front, local, client netip.AddrPort, b []byte) {
 	case 0:
 		p.packetsIn.Add(1)
 		p.bytesIn.Add(uint64(len(b)))
+		f.in.Add(uint64(len(b)))
 	case syscall.EAGAIN, syscall.ENOBUFS:
 		p.droppedSend.Add(1) // the backend socket's buffer is full: UDP drops
 	default:
@@ -466,6 +475,7 @@ func (f *flow) Readable(buf []byte) {
 		if e == 0 {
 			p.packetsOut.Add(1)
 			p.bytesOut.Add(uint64(n))
+			f.out.Add(uint64(n))
 		} else {
 			p.repliesDropped.Add(1)
 		}
@@ -514,6 +524,22 @@ func (p *UDP) retry(f *flow) {
 func (p *UDP) end(f *flow, failed bool) {
 	if f.ended.Swap(true) {
 		return
+	}
+	if l := p.access.Load(); l != nil {
+		t := termIdle // a flow's normal end: idle_timeout
+		switch {
+		case failed:
+			t = termServerData
+		case p.closing.Load():
+			t = termKilled
+		}
+		e := accesslog.Entry{
+			Transport: "udp", Listener: p.opts.Name, Client: f.client.Addr(), ClientPort: f.client.Port(),
+			Pool: f.pool.Name, Backend: f.backend.ID, BackendAddress: f.backend.Address,
+			BytesIn: int64(f.in.Load()), BytesOut: int64(f.out.Load()), Duration: time.Since(f.start),
+			Upstream: time.Duration(f.rtt.Load()), Termination: t.String(),
+		}
+		l.Write(&e)
 	}
 	s := p.shard(f.client)
 	s.mu.Lock()

@@ -1,13 +1,18 @@
 package l4
 
 import (
+	"encoding/json"
 	"net"
 	"net/netip"
+	"os"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
 	"time"
 
+	"ballast/accesslog"
+	"ballast/config"
 	"ballast/internal/peertest"
 )
 
@@ -167,5 +172,37 @@ func TestUDPPersistenceDrain(t *testing.T) {
 	}
 	if got := from("127.0.0.1"); got == first {
 		t.Fatalf("disabled %s kept its persistent client", first)
+	}
+}
+
+// TestUDPAccessLog: with the access log on, a flow writes one line when it ends: client and
+// port, backend, bytes each way, and cD for the idle timeout.
+func TestUDPAccessLog(t *testing.T) {
+	be := peertest.UDPNamer(t, "a")
+	pool := newPool(t, "u", "leastconn", 0, 0, be)
+	file := filepath.Join(t.TempDir(), "access.log")
+	var sw accesslog.Switch
+	if err := sw.Set(config.Logging{Access: true, AccessLog: config.AccessLog{AccessFile: file}}); err != nil {
+		t.Fatal(err)
+	}
+	defer sw.Set(config.Logging{})
+	opts := UDPOptions{Name: "dns", IdleTimeout: 100 * time.Millisecond}
+	p := NewUDP(opts, pool)
+	p.SetAccessLog(&sw)
+	addr := startUDP(t, opts, p)
+	c := udpClient(t, addr)
+	ask(t, c, "hello") // 5 bytes in, "a:hello" (7) out
+	var line map[string]any
+	eventually(t, 5*time.Second, "a line", func() bool {
+		b, _ := os.ReadFile(file)
+		return len(b) > 0 && json.Unmarshal(b, &line) == nil
+	})
+	want := map[string]any{"transport": "udp", "listener": "dns", "client": "127.0.0.1",
+		"client_port": float64(c.LocalAddr().(*net.UDPAddr).Port), "backend": be, "backend_address": be,
+		"bytes_in": 5.0, "bytes_out": 7.0, "termination": "cD"}
+	for k, v := range want {
+		if line[k] != v {
+			t.Errorf("%s = %v, want %v (%v)", k, line[k], v, line)
+		}
 	}
 }

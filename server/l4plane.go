@@ -32,7 +32,7 @@ type l4Plane struct {
 	tcp map[string]*l4.TCP // by listener name, including removed listeners still draining
 	udp map[string]*l4.UDP
 	// access is the L4 access log (logging.access, the HTTP planes' file and format): a line
-	// per tcp connection.
+	// per tcp connection and per udp flow.
 	access accesslog.Switch
 }
 
@@ -92,7 +92,7 @@ func (p *l4Plane) Swap(cfg *config.Config, pools map[string]*upstream.Pool) erro
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if len(tcps) > 0 || !cfg.Logging.Access {
+	if len(tcps)+len(udps) > 0 || !cfg.Logging.Access {
 		if err := p.access.Set(cfg.Logging); err != nil {
 			return fmt.Errorf("l4 access log: %w", err)
 		}
@@ -118,10 +118,12 @@ func (p *l4Plane) Swap(cfg *config.Config, pools map[string]*upstream.Pool) erro
 			px.SetPool(u.pool)
 			continue
 		}
-		p.udp[u.l.Name] = l4.NewUDP(l4.UDPOptions{
-			IdleTimeout: u.l.IdleTimeout.Duration, MaxFlows: u.l.MaxFlows, Key: u.key, Persistence: u.persist,
+		px := l4.NewUDP(l4.UDPOptions{
+			Name: u.l.Name, IdleTimeout: u.l.IdleTimeout.Duration, MaxFlows: u.l.MaxFlows, Key: u.key, Persistence: u.persist,
 			NewFlowRate: u.l.NewFlowRate, NewFlowBurst: u.l.NewFlowBurst,
 		}, u.pool)
+		px.SetAccessLog(&p.access)
+		p.udp[u.l.Name] = px
 	}
 	p.cfg = cfg
 	return nil
