@@ -53,11 +53,16 @@ type Plane struct {
 
 	cur atomic.Pointer[state]
 
-	mu     sync.Mutex
-	srv    *http.Server
-	ln     net.Listener
-	addr   string // as configured
-	token  string
+	mu    sync.Mutex
+	srv   *http.Server
+	ln    net.Listener
+	addr  string // as configured
+	token string
+	// readToken grants reads only; reads says whether reads need a token (admin.reads).
+	readToken string
+	reads     bool
+	// self lists the process's other listeners (SetSelf), which no backend may be.
+	self   func() []config.SelfAddr
 	served chan struct{}
 	closed bool
 }
@@ -152,9 +157,9 @@ func (p *Plane) Install(cfg *config.Config, pools map[string]*upstream.Pool) err
 		if a.Address != p.addr {
 			p.log.Warn("admin.address cannot change on reload; restart to move the admin listener", "listening", p.ln.Addr().String(), "configured", a.Address)
 		}
-		if a.Token != p.token {
-			p.token = a.Token
-			p.log.Info("admin token changed")
+		if a.Token != p.token || a.ReadToken != p.readToken || a.ReadsProtected() != p.reads {
+			p.token, p.readToken, p.reads = a.Token, a.ReadToken, a.ReadsProtected()
+			p.log.Info("admin tokens changed", "reads_need_token", p.reads)
 		}
 		return nil
 	}
@@ -165,7 +170,7 @@ func (p *Plane) Install(cfg *config.Config, pools map[string]*upstream.Pool) err
 	if err != nil {
 		return fmt.Errorf("admin listener: %w", err)
 	}
-	p.ln, p.addr, p.token = ln, a.Address, a.Token
+	p.ln, p.addr, p.token, p.readToken, p.reads = ln, a.Address, a.Token, a.ReadToken, a.ReadsProtected()
 	p.srv = &http.Server{Handler: p.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
 	p.served = make(chan struct{})
 	go func(srv *http.Server, done chan struct{}) {
@@ -185,11 +190,23 @@ func (p *Plane) Install(cfg *config.Config, pools map[string]*upstream.Pool) err
 // every interface without one.
 func (p *Plane) Check(cfg *config.Config) error {
 	a := cfg.Admin
-	if a.Token != "" {
-		return nil
+	for _, t := range []struct{ key, v string }{{"token", a.Token}, {"read_token", a.ReadToken}} {
+		if err := config.CheckToken(t.v); t.v != "" && err != nil {
+			return fmt.Errorf("admin.%s %v", t.key, err)
+		}
+	}
+	if err := p.checkBackends(cfg); err != nil {
+		return err
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.ln != nil && !config.LoopbackOnly(p.ln.Addr().String()) && config.LoopbackOnly(a.Address) && !a.ReadsProtected() && a.Token != "" {
+		// The file's loopback address made reads open by default; the socket is not loopback.
+		return fmt.Errorf("admin listener %s is reachable from other hosts and a reload cannot move it: keep admin.reads: token (or restart to listen on loopback)", p.ln.Addr())
+	}
+	if a.Token != "" {
+		return nil
+	}
 	switch {
 	case p.ln != nil && !config.LoopbackOnly(p.ln.Addr().String()):
 		return fmt.Errorf("admin listener %s is reachable from other hosts and a reload cannot move it: keep admin.token (or restart to listen on loopback)", p.ln.Addr())

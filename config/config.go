@@ -29,6 +29,10 @@ type Listener struct {
 	AcceptProxy bool `yaml:"accept_proxy,omitempty"`
 	// MaxFlows caps a udp listener's concurrent flows; datagrams that would open more are dropped.
 	MaxFlows int `yaml:"max_flows,omitempty"`
+	// NewFlowRate and NewFlowBurst bound the udp flows a listener starts per second and at once
+	// (config/udp.go); datagrams that would start more are dropped and counted.
+	NewFlowRate  int `yaml:"new_flow_rate,omitempty"`
+	NewFlowBurst int `yaml:"new_flow_burst,omitempty"`
 	// Forwarding hands a tcp or udp listener's flows to the XDP director (dr, tun or nat) on
 	// Interface instead of a proxy: the address is the VIP and no socket is bound (config/xdp.go).
 	Forwarding string `yaml:"forwarding,omitempty"`
@@ -229,6 +233,9 @@ type FailurePercentage struct {
 type Admin struct {
 	Address string `yaml:"address"` // empty = off
 	Token   string `yaml:"token"`   // bearer token for changes; required unless loopback-only
+	// ReadToken grants reads only; Reads says whether reads need a token (config/admin.go).
+	ReadToken string `yaml:"read_token,omitempty"`
+	Reads     string `yaml:"reads,omitempty"`
 }
 
 // Logging configures the error and access logs.

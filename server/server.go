@@ -78,6 +78,7 @@ func Start(cfg *config.Config, o Options) (*Server, error) {
 	s.ops.CountConns(l4)
 	s.disc = newDiscoveryPlane(ctx, o.Logger)
 	s.ops.ShowDiscovery(s.disc)
+	s.ops.SetSelf(s.selfAddrs) // server/self.go
 
 	s.disc.prepare(cfg)
 	if err := s.fleetPrepare(cfg); err != nil {

@@ -5,6 +5,7 @@
 (function () {
   const nonce = document.querySelector('meta[name="ballast-nonce"]').content;
   const tokenRequired = document.querySelector('meta[name="ballast-token-required"]').content === "true";
+  const readsNeedToken = document.querySelector('meta[name="ballast-reads-need-token"]').content === "true";
   const poolsEl = document.getElementById("pools");
   const listenersEl = document.getElementById("listeners");
   const msgEl = document.getElementById("message");
@@ -15,10 +16,19 @@
   const pools = new Map(); // name -> {section, tbody, canvas, rows: Map(id -> row), hist: Map(id -> [])}
   let last = null; // previous response, for rates
 
-  if (tokenRequired) {
+  if (tokenRequired || readsNeedToken) {
     document.getElementById("tokenbox").hidden = false;
     tokenEl.value = sessionStorage.getItem("ballast-token") || "";
-    tokenEl.addEventListener("change", () => sessionStorage.setItem("ballast-token", tokenEl.value));
+    tokenEl.addEventListener("change", () => {
+      sessionStorage.setItem("ballast-token", tokenEl.value);
+      poll();
+    });
+  }
+
+  // authHeaders carries the token the operator typed, for reads (admin.reads: token) and changes.
+  function authHeaders(h) {
+    if ((tokenRequired || readsNeedToken) && tokenEl.value) h["Authorization"] = "Bearer " + tokenEl.value;
+    return h;
   }
 
   function el(tag, cls, text) {
@@ -46,8 +56,7 @@
   }
 
   async function send(pool, id, action, body) {
-    const headers = { "Content-Type": "application/json", "X-Ballast-Nonce": nonce };
-    if (tokenRequired) headers["Authorization"] = "Bearer " + tokenEl.value;
+    const headers = authHeaders({ "Content-Type": "application/json", "X-Ballast-Nonce": nonce });
     const url = "/api/pools/" + encodeURIComponent(pool) + "/backends/" + encodeURIComponent(id) + "/" + action;
     try {
       const r = await fetch(url, { method: "POST", headers, body: JSON.stringify(body || {}), credentials: "same-origin" });
@@ -345,7 +354,14 @@
     if (busy) return;
     busy = true;
     try {
-      const r = await fetch("/api/pools", { cache: "no-store" });
+      const r = await fetch("/api/pools", { cache: "no-store", headers: authHeaders({}) });
+      if (r.status === 401) {
+        updatedEl.textContent = tokenEl.value ? "token refused: enter the admin token" : "enter the admin token to see the pools";
+        updatedEl.className = "bad";
+        tokenEl.focus();
+        return;
+      }
+      updatedEl.className = "muted";
       render(await r.json());
     } catch (e) {
       updatedEl.textContent = "connection lost: " + e.message;

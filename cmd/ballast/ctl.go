@@ -38,7 +38,7 @@ the fleet) are written to the fleet's etcd prefix and every node applies them.
 func runCtl(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("ctl", stderr)
 	addr := fs.String("admin", admin.DefaultAddress, "admin `URL` or host:port of the running ballast")
-	token := fs.String("token", os.Getenv("BALLAST_TOKEN"), "bearer `token` for changes (admin.token)")
+	token := fs.String("token", os.Getenv("BALLAST_TOKEN"), "bearer `token` for changes (admin.token) and for reads when admin.reads is token (admin.token or admin.read_token)")
 	timeout := fs.Duration("timeout", 10*time.Second, "give up after this long")
 	fleet := fs.Bool("fleet", false, "send the change to every node of the fleet (fleet.etcd), not this node only")
 	fs.Usage = func() {
