@@ -10,31 +10,45 @@ import (
 	"time"
 )
 
-// Dist is an empirical distribution of durations, kept as its quantiles at evenly spaced
-// probabilities: Q[0] is the smallest value seen, Q[len-1] the largest, Q[k] the k/(len-1)
-// quantile. A draw takes a uniform probability and interpolates linearly between the two
-// quantiles around it, so draws never leave [Q[0], Q[len-1]]. The zero Dist always draws 0.
+// Dist is an empirical distribution of durations, kept as quantiles: Q[k] is the P[k]
+// quantile, P rising from 0 to 1 (Q[0] the smallest value seen, Q[len-1] the largest); with P
+// empty the probabilities are evenly spaced, k/(len-1). A draw takes a uniform probability
+// and interpolates linearly between the two quantiles around it, so draws never leave
+// [Q[0], Q[len-1]]. The zero Dist always draws 0.
 type Dist struct {
 	Q []time.Duration `json:"q"`
+	P []float64       `json:"p,omitempty"`
 }
 
 // maxDistPoints bounds a Dist read from a file or the network.
 const maxDistPoints = 4096
 
-// DistOf summarises sample (which it does not modify) by n+1 quantiles (n >= 1); an empty
-// sample gives the zero Dist.
+// DistOf summarises sample (which it does not modify) by n+1 evenly spaced quantiles (n >= 1);
+// an empty sample gives the zero Dist.
 func DistOf(sample []time.Duration, n int) Dist {
+	n = max(n, 1)
+	ps := make([]float64, n+1)
+	for k := range ps {
+		ps[k] = float64(k) / float64(n)
+	}
+	d := DistAt(sample, ps)
+	d.P = nil
+	return d
+}
+
+// DistAt summarises sample by its quantiles at ps (rising from 0 to 1): finer steps where
+// they matter, such as the tail of a latency.
+func DistAt(sample []time.Duration, ps []float64) Dist {
 	if len(sample) == 0 {
 		return Dist{}
 	}
-	n = max(n, 1)
 	s := slices.Clone(sample)
 	slices.Sort(s)
-	q := make([]time.Duration, n+1)
-	for k := range q {
-		q[k] = quantileOf(s, float64(k)/float64(n))
+	q := make([]time.Duration, len(ps))
+	for k, p := range ps {
+		q[k] = quantileOf(s, p)
 	}
-	return Dist{Q: q}
+	return Dist{Q: q, P: slices.Clone(ps)}
 }
 
 // quantileOf interpolates the p quantile of sorted s.
@@ -61,12 +75,39 @@ func (d Dist) IsZero() bool {
 	return true
 }
 
+// prob is the probability of quantile k.
+func (d Dist) prob(k int) float64 {
+	if len(d.P) == len(d.Q) {
+		return d.P[k]
+	}
+	return float64(k) / float64(len(d.Q)-1)
+}
+
 // Quantile returns the p quantile (0 <= p <= 1).
 func (d Dist) Quantile(p float64) time.Duration {
-	if len(d.Q) == 0 {
+	switch len(d.Q) {
+	case 0:
 		return 0
+	case 1:
+		return d.Q[0]
 	}
-	return quantileOf(d.Q, min(max(p, 0), 1))
+	p = min(max(p, 0), 1)
+	if len(d.P) != len(d.Q) {
+		return quantileOf(d.Q, p)
+	}
+	k, _ := slices.BinarySearch(d.P, p) // first P[k] >= p
+	switch {
+	case k == 0:
+		return d.Q[0]
+	case k >= len(d.Q):
+		return d.Q[len(d.Q)-1]
+	}
+	lo, hi := d.P[k-1], d.P[k]
+	if hi <= lo {
+		return d.Q[k]
+	}
+	f := (p - lo) / (hi - lo)
+	return d.Q[k-1] + time.Duration(f*float64(d.Q[k]-d.Q[k-1]))
 }
 
 // Mean is the distribution's mean (of the interpolated quantile function).
@@ -79,14 +120,14 @@ func (d Dist) Mean() time.Duration {
 	}
 	var sum float64
 	for k := 1; k < len(d.Q); k++ {
-		sum += float64(d.Q[k-1]+d.Q[k]) / 2
+		sum += float64(d.Q[k-1]+d.Q[k]) / 2 * (d.prob(k) - d.prob(k-1))
 	}
-	return time.Duration(sum / float64(len(d.Q)-1))
+	return time.Duration(sum)
 }
 
 // Scale returns d with every quantile multiplied by f.
 func (d Dist) Scale(f float64) Dist {
-	out := Dist{Q: make([]time.Duration, len(d.Q))}
+	out := Dist{Q: make([]time.Duration, len(d.Q)), P: slices.Clone(d.P)}
 	for i, q := range d.Q {
 		out.Q[i] = time.Duration(float64(q) * f)
 	}
@@ -100,7 +141,7 @@ func (d Dist) draw(r *rand.Rand) time.Duration {
 	case 1:
 		return d.Q[0]
 	}
-	return quantileOf(d.Q, r.Float64())
+	return d.Quantile(r.Float64())
 }
 
 func (d Dist) validate() error {
@@ -113,6 +154,20 @@ func (d Dist) validate() error {
 		}
 		if i > 0 && q < d.Q[i-1] {
 			return errors.New("quantiles are not in increasing order")
+		}
+	}
+	if len(d.P) == 0 {
+		return nil
+	}
+	if len(d.P) != len(d.Q) {
+		return fmt.Errorf("%d probabilities for %d quantiles", len(d.P), len(d.Q))
+	}
+	if d.P[0] != 0 || d.P[len(d.P)-1] != 1 {
+		return errors.New("probabilities must run from 0 to 1")
+	}
+	for i := 1; i < len(d.P); i++ {
+		if !(d.P[i] >= d.P[i-1]) {
+			return errors.New("probabilities are not in increasing order")
 		}
 	}
 	return nil

@@ -269,3 +269,41 @@ func TestRunRange(t *testing.T) {
 		t.Error("more than maxRuns accepted")
 	}
 }
+
+// TestDistAtTail: quantiles dense in the tail keep one outlier in its place: it moves the
+// 99.9th percentile, not the 95th.
+func TestDistAtTail(t *testing.T) {
+	ms := time.Millisecond
+	sample := make([]time.Duration, 1000)
+	for i := range sample {
+		sample[i] = 2 * ms
+	}
+	sample[999] = 160 * ms
+	ps := []float64{0, .5, .9, .95, .99, .999, 1}
+	d := DistAt(sample, ps)
+	if err := d.validate(); err != nil {
+		t.Fatal(err)
+	}
+	if d.Quantile(.95) != 2*ms || d.Quantile(.99) != 2*ms || d.Quantile(1) != 160*ms {
+		t.Errorf("quantiles %v", d.Q)
+	}
+	r := rand.New(rand.NewPCG(5, 6))
+	big := 0
+	for range 100000 {
+		if d.draw(r) > 3*ms {
+			big++
+		}
+	}
+	if big > 200 { // the outlier is 0.1 % of the sample; interpolation spreads it over (0.999, 1]
+		t.Errorf("%d of 100000 draws above 3 ms", big)
+	}
+	even := DistOf(sample, 20)
+	if even.Quantile(.97) <= 3*ms {
+		t.Errorf("evenly spaced quantiles should spread the outlier over the last 5 %%: %v", even.Q)
+	}
+	for _, bad := range []Dist{{Q: []time.Duration{1, 2}, P: []float64{0}}, {Q: []time.Duration{1, 2}, P: []float64{0, .5}}, {Q: []time.Duration{1, 2, 3}, P: []float64{0, .6, .5}}} {
+		if bad.validate() == nil {
+			t.Errorf("%+v accepted", bad)
+		}
+	}
+}

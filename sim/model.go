@@ -53,6 +53,9 @@ func LogNormal(median time.Duration, sigma float64) Service {
 // Empirical draws service times from d.
 func Empirical(d Dist) Service { return Service{Kind: ServiceEmpirical, Dist: d} }
 
+// Validate reports what makes s unusable.
+func (s Service) Validate() error { return s.validate() }
+
 func (s Service) validate() error {
 	switch s.Kind {
 	case ServiceFixed, ServiceExponential:
