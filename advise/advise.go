@@ -47,6 +47,9 @@ type Options struct {
 	// Requests is each replay's request count (0 = the input's: a scenario's own, capped at
 	// MaxRequests; 2000 for an observation).
 	Requests int
+	// Jitters, when set, are the jitters of measured runs (the lab's): replay k of each
+	// choice draws Jitters[k mod len]. They replace a scenario's own.
+	Jitters []*sim.Jitter
 }
 
 // DefaultRuns is how many seeds each choice is replayed with.
@@ -197,20 +200,46 @@ func (in *input) candidates() []string {
 
 // apply returns the input's scenario with s in force.
 func (in *input) apply(s Settings) sim.Scenario {
-	sc := in.sc
+	sc := s.Apply(in.sc)
+	if sc.MaxQueue > 0 {
+		sc.QueueTimeout = in.queueTimeout
+	}
+	if sc.Hedge.Delay > 0 {
+		sc.Hedge.Max = max(in.hedgeMax, 1)
+	}
+	return sc
+}
+
+// Apply returns sc with s in force, as Ballast applies these settings: a connection limit with
+// a backlog of MaxQueue (none: a request finding every backend full fails), one hedge after
+// HedgeDelayMs. The backlog has no timeout.
+func (s Settings) Apply(sc sim.Scenario) sim.Scenario {
 	sc.MaxConns, sc.MaxQueue, sc.NoBacklog, sc.QueueTimeout = s.MaxConns, 0, false, 0
 	if s.MaxConns > 0 {
 		if s.MaxQueue > 0 {
-			sc.MaxQueue, sc.QueueTimeout = s.MaxQueue, in.queueTimeout
+			sc.MaxQueue = s.MaxQueue
 		} else {
 			sc.NoBacklog = true
 		}
 	}
 	sc.Hedge = sim.Hedge{}
 	if s.HedgeDelayMs > 0 {
-		sc.Hedge = sim.Hedge{Delay: time.Duration(s.HedgeDelayMs * 1e6), Max: max(in.hedgeMax, 1)}
+		sc.Hedge = sim.Hedge{Delay: time.Duration(s.HedgeDelayMs * 1e6), Max: 1}
 	}
 	return sc
+}
+
+// SettingsOf are the settings sc has in force, as advise names them (a connection limit with
+// the model's unbounded backlog counts as a backlog of DefaultMaxQueue).
+func SettingsOf(sc sim.Scenario) Settings {
+	s := Settings{MaxConns: sc.MaxConns, MaxQueue: sc.MaxQueue, HedgeDelayMs: float64(sc.Hedge.Delay) / 1e6}
+	if sc.MaxConns > 0 && !sc.NoBacklog && sc.MaxQueue == 0 {
+		s.MaxQueue = DefaultMaxQueue
+	}
+	if sc.MaxConns == 0 {
+		s.MaxQueue = 0
+	}
+	return s
 }
 
 // grid is the settings worth trying beside the current ones: without a connection limit and
@@ -275,7 +304,11 @@ func replay(ctx context.Context, in *input, opt Options) (Advice, error) {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		rg, err := sim.RunRange(in.apply(s), alg, runs)
+		var vary func(int, *sim.Scenario)
+		if js := opt.Jitters; len(js) > 0 {
+			vary = func(k int, sc *sim.Scenario) { sc.Jitter = js[k%len(js)] }
+		}
+		rg, err := sim.RunRangeOf(in.apply(s), alg, runs, vary)
 		if err != nil {
 			return fmt.Errorf("advise: %s with %s: %w", alg, s, err)
 		}
@@ -422,17 +455,42 @@ func changes(c Choice, balancer string, cur Settings) int {
 	return n
 }
 
-// beats reports whether c is better than cur in every run: its worst figure better than cur's
-// best, and it fails no more requests.
+// beats reports whether c is better than cur: in the median by more than tieMargin, and worse
+// by more than that in at most one replay in twenty (replays paired by seed), failing no more
+// requests.
 func beats(c, cur Choice, obj Objective) bool {
-	if c.Current || failedWorse(c, cur) {
+	if c.Current || failedWorse(c, cur) || len(c.rg.Results) != len(cur.rg.Results) {
 		return false
 	}
-	a, b := figure(c, obj), figure(cur, obj)
-	if obj.lowerIsBetter() {
-		return a.Max < b.Min
+	// Replay k of every choice has the same seed and jitter: compare them in pairs.
+	eps := tieMargin * math.Abs(figure(cur, obj).Median)
+	better := func(x, y float64) bool { // x better than y by more than eps
+		if obj.lowerIsBetter() {
+			return x < y-eps
+		}
+		return x > y+eps
 	}
-	return a.Min > b.Max
+	worse := 0
+	for k := range c.rg.Results {
+		if better(runFigure(cur.rg.Results[k], obj), runFigure(c.rg.Results[k], obj)) {
+			worse++
+		}
+	}
+	return worse*20 <= len(c.rg.Results) && better(figure(c, obj).Median, figure(cur, obj).Median)
+}
+
+// tieMargin is how close two figures are to count as a tie: 1 % of the current's median.
+const tieMargin = 0.01
+
+// runFigure is one replay's objective figure (in the units of figure).
+func runFigure(r sim.Result, obj Objective) float64 {
+	switch obj {
+	case Throughput:
+		return r.Throughput
+	case Makespan:
+		return r.Makespan.Seconds()
+	}
+	return float64(r.Latency.P99) / 1e6
 }
 
 func verdict(best, cur Choice, obj Objective) string {
@@ -453,7 +511,7 @@ func verdict(best, cur Choice, obj Objective) string {
 		return fmt.Sprintf("p99 %s [%s, %s]", fmtMs(s.Median), fmtMs(s.Min), fmtMs(s.Max))
 	}
 	if best.Current {
-		return fmt.Sprintf("keep %s: no other choice is predicted better than its %s in every run", cur.Balancer, fig(cur))
+		return fmt.Sprintf("keep %s: no other choice is predicted better than its %s in 19 replays of 20", cur.Balancer, fig(cur))
 	}
 	v := fmt.Sprintf("switch to %s: %s, against %s for the current %s", name(best), fig(best), fig(cur), cur.Balancer)
 	if best.Settings.HedgeDelayMs > 0 && cur.Settings.HedgeDelayMs == 0 {
@@ -583,11 +641,11 @@ func fromScenario(sc sim.Scenario, opt Options) (*input, error) {
 	if in.objective == "" {
 		in.objective = P99
 	}
-	in.current = Settings{MaxConns: sc.MaxConns, MaxQueue: sc.MaxQueue, HedgeDelayMs: float64(sc.Hedge.Delay) / 1e6}
-	if sc.MaxConns > 0 && !sc.NoBacklog && sc.MaxQueue == 0 {
-		in.current.MaxQueue = DefaultMaxQueue // the model's unbounded backlog, as the lab's
-	}
-	if sc.Jitter == nil {
+	in.current = SettingsOf(sc)
+	if len(opt.Jitters) > 0 {
+		sc.Jitter = opt.Jitters[0]
+		in.model = append(in.model, fmt.Sprintf("each replay draws the jitter of one of %d measured runs", len(opt.Jitters)))
+	} else if sc.Jitter == nil {
 		sc.Jitter = sim.Profile(sc.Profile)
 	}
 	if opt.Requests > 0 {

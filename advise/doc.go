@@ -17,10 +17,12 @@
 // a grid: max_conns off, as set, and at the backends' workers (with a backlog); hedging off,
 // as set, and at a delay worth trying. Each choice runs Options.Runs times with different
 // seeds; every figure is the median of the runs with its [min, max]. The choices are ranked
-// by fewer failed requests, then the objective's median, then its worst run. The best is the
-// top choice only if it beats the current one in every run (its worst figure better than the
-// current's best); otherwise the current choice is the best and comes first: advise
-// recommends a change only when the model is sure of it.
+// by fewer failed requests, then the objective's median, then fewer changes, then its worst
+// run. The best is the top choice only if it beats the current one: better in the median by
+// more than 1 %, and worse by more than that in at most one replay in twenty (replay k of
+// every choice has the same seed and draws the same jitter, so they compare in pairs);
+// otherwise the current choice is the best and comes first: advise recommends a change only
+// when the model is sure of it.
 //
 // What is modelled and what is not is docs/advise.md's subject: in short, the backends as
 // FIFO queues in front of their workers with the observed service times, Ballast's limits,

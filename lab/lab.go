@@ -32,6 +32,9 @@ type Options struct {
 	// Reps is how many times the interleaved comparisons (backend-count, peers) repeat; the
 	// rows report medians; lvs-modes repeats its goal modes' throughput runs that many times. 0 means 3, or 1 with Quick.
 	Reps int
+	// Runs is how many seeds each predicted range is drawn from (0 = sim.RunsFor the row's
+	// requests).
+	Runs int
 	// Log, when set, gets one line per load as the scenario proceeds.
 	Log io.Writer
 
@@ -82,6 +85,7 @@ var scenarios = []scenario{
 	{"backend-count", runBackendCount},
 	{"peers", runPeers},
 	{"lvs-modes", runLVSModes}, // lvsmodes.go; root only
+	{"jitter", runJitter},      // jitter.go: what the model's ranges draw
 }
 
 // Names lists the scenarios in the order `all` runs them.
@@ -339,6 +343,34 @@ func simFigures(sc sim.Scenario, algorithm string) (Figures, error) {
 		if total > 0 {
 			f.SplitPct[id] = 100 * float64(n) / float64(total)
 		}
+	}
+	return f, nil
+}
+
+// predict runs the model for one row as a range: o's runs of sc, each with its own seed and
+// run k with the jitter js[k mod len(js)] (measured by calibrate and on other rows). The
+// figures are the runs' medians.
+func predict(o Options, sc sim.Scenario, algorithm string, js []*sim.Jitter) (Figures, error) {
+	rg, err := sim.RunRangeOf(sc, algorithm, o.Runs, func(k int, s *sim.Scenario) { s.Jitter = js[k%len(js)] })
+	if err != nil {
+		return Figures{}, err
+	}
+	f := Figures{
+		ThroughputRPS: rg.ThroughputRPS.Median,
+		MakespanS:     rg.MakespanS.Median,
+		SplitPct:      map[string]float64{},
+		P50Ms:         rg.P50Ms.Median,
+		P99Ms:         rg.P99Ms.Median,
+		Range: &FigureRange{
+			MakespanS:     [2]float64{rg.MakespanS.Min, rg.MakespanS.Max},
+			ThroughputRPS: [2]float64{rg.ThroughputRPS.Min, rg.ThroughputRPS.Max},
+			SplitPct:      map[string][2]float64{},
+			Runs:          rg.Runs,
+		},
+	}
+	for id, sp := range rg.SplitPct {
+		f.SplitPct[id] = sp.Median
+		f.Range.SplitPct[id] = [2]float64{sp.Min, sp.Max}
 	}
 	return f, nil
 }

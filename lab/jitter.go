@@ -1,0 +1,432 @@
+package lab
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strconv"
+	"time"
+
+	"ballast/advise"
+	"ballast/lab/backend"
+	"ballast/lab/loadgen"
+	"ballast/sim"
+)
+
+// The jitter calibration: before a scenario's rows, a short load of the same shape runs
+// through Ballast with every request timed at each hop it crosses, and the model draws its
+// delays from what was measured (sim.Jitter). Three clocks are read, all on this machine:
+//   - the load generator's (Options.Trace): when a request's index was taken, when it was
+//     written (connecting first for a fresh connection), when its response was read;
+//   - the emulated backends' (backend.Server.StartTrace): when it arrived, on a connection
+//     Ballast opened for it or a pooled one, when its service began and ended;
+//   - Ballast's own, from its admin API (GET /api/pools/lab/observed?releases=1): when it
+//     released the backend's slot and how long before that it had dispatched the request,
+//     i.e. when the balancer picked.
+//
+// Ballast's releases carry no request index, so they are matched to the backends' arrivals
+// backend by backend in order (the n-th dispatch to a backend with the n-th arrival at it).
+
+// Calibration is one measured jitter and the figures it was drawn from.
+type Calibration struct {
+	Jitter *sim.Jitter
+	// Samples is how many requests were matched on all three clocks; Inversions how many
+	// requests the balancer picked before one sent earlier (adjacent pairs, in pick order).
+	Samples, Inversions int
+
+	hops hopSamples
+}
+
+// hopSamples are the delays measured at each hop, one per matched request (overshoot only
+// for requests that slept; fresh only for requests on a connection Ballast opened for them).
+type hopSamples struct {
+	send, toPick, forward, fresh, overshoot, ret, deliver []time.Duration
+	oneSender                                             bool
+	// first holds the same for the first requests of the run (one per client connection),
+	// while Ballast is fresh from its start; the main fields hold the rest.
+	first *hopSamples
+}
+
+// clone is a deep copy.
+func (h hopSamples) clone() hopSamples {
+	c := hopSamples{oneSender: h.oneSender, send: slices.Clone(h.send), toPick: slices.Clone(h.toPick), forward: slices.Clone(h.forward),
+		fresh: slices.Clone(h.fresh), overshoot: slices.Clone(h.overshoot), ret: slices.Clone(h.ret), deliver: slices.Clone(h.deliver)}
+	if h.first != nil {
+		f := h.first.clone()
+		c.first = &f
+	}
+	return c
+}
+
+// add appends o's samples to h's.
+func (h *hopSamples) add(o hopSamples) {
+	if o.first != nil {
+		if h.first == nil {
+			h.first = &hopSamples{}
+		}
+		h.first.add(*o.first)
+	}
+	h.send = append(h.send, o.send...)
+	h.toPick = append(h.toPick, o.toPick...)
+	h.forward = append(h.forward, o.forward...)
+	h.fresh = append(h.fresh, o.fresh...)
+	h.overshoot = append(h.overshoot, o.overshoot...)
+	h.ret = append(h.ret, o.ret...)
+	h.deliver = append(h.deliver, o.deliver...)
+}
+
+// jitter turns the samples into the model's distributions.
+func (h hopSamples) jitter() *sim.Jitter {
+	// A fresh backend connection costs what a pooled one does plus the connect.
+	forward := h.forward
+	var connect []time.Duration
+	if len(forward) > 0 {
+		base := sim.DistOf(forward, 2).Q[1]
+		for _, f := range h.fresh {
+			connect = append(connect, max(f-base, 0))
+		}
+	} else {
+		forward = h.fresh
+	}
+	// A sample above the stall threshold is a stall (the model draws those on their own),
+	// not a hop's delay; a connect may take that long by itself.
+	clip := func(xs []time.Duration) []time.Duration {
+		return slices.DeleteFunc(slices.Clone(xs), func(d time.Duration) bool { return d > stallThreshold })
+	}
+	const q = 20
+	j := &sim.Jitter{
+		Send: sim.DistOf(clip(h.send), q), ToPick: sim.DistOf(clip(h.toPick), q), Forward: sim.DistOf(clip(forward), q),
+		Connect: sim.DistOf(connect, q), Overshoot: sim.DistOf(clip(h.overshoot), q), Return: sim.DistOf(clip(h.ret), q),
+		Deliver: sim.DistOf(clip(h.deliver), q), OneSender: h.oneSender,
+	}
+	if f := h.first; f != nil && len(f.send) > 0 {
+		ff := f.forward
+		if len(ff) == 0 {
+			ff = f.fresh // the connect is drawn on top of the forward: take the pooled ones' when any
+		}
+		j.First = &sim.Hops{Send: sim.DistOf(clip(f.send), q), ToPick: sim.DistOf(clip(f.toPick), q),
+			Forward: sim.DistOf(clip(ff), q), Return: sim.DistOf(clip(f.ret), q), Deliver: sim.DistOf(clip(f.deliver), q)}
+		if len(f.forward) == 0 {
+			j.First.Forward = j.Forward
+		}
+	}
+	return j
+}
+
+// String summarises the calibration for a report's notes.
+func (c Calibration) String() string {
+	return fmt.Sprintf("%d requests timed at every hop, %d adjacent pairs picked out of the order they were sent in; %s",
+		c.Samples, c.Inversions, c.Jitter)
+}
+
+// calibrate runs load through Ballast over fresh backends built from cfgs and measures the
+// jitter.
+func calibrate(ctx context.Context, o Options, spec PoolSpec, cfgs []backend.Config, load loadgen.Options) (Calibration, error) {
+	srvs, ts, closeAll, err := localBackends(cfgs...)
+	if err != nil {
+		return Calibration{}, err
+	}
+	defer closeAll()
+	spec.Backends = ts
+	_, _, c, err := tracedRun(ctx, o, spec, srvs, load)
+	if err == nil && (c.Samples < minCalibration || float64(c.Samples) < 0.8*float64(load.N)) {
+		err = fmt.Errorf("lab: jitter calibration matched only %d of %d requests", c.Samples, load.N)
+	}
+	return c, err
+}
+
+// tracedRun starts Ballast for spec (over srvs, which it traces) with an admin listener,
+// applies load with every request traced, and returns the load's figures, Ballast's CPU time
+// and the jitter measured on the way.
+func tracedRun(ctx context.Context, o Options, spec PoolSpec, srvs []*backend.Server, load loadgen.Options) (*loadgen.Result, time.Duration, Calibration, error) {
+	for _, s := range srvs {
+		s.StartTrace()
+	}
+	port, err := freePort()
+	if err != nil {
+		return nil, 0, Calibration{}, err
+	}
+	spec.Admin = "127.0.0.1:" + strconv.Itoa(port)
+	p, err := StartBallast(ctx, o.Ballast, spec, 60*time.Second)
+	if err != nil {
+		return nil, 0, Calibration{}, err
+	}
+	defer p.Close()
+	load.Trace = true
+	res, cpu, err := measure(ctx, o, p, load)
+	if err != nil {
+		return nil, 0, Calibration{}, err
+	}
+	obs, err := fetchObserved(ctx, spec.Admin)
+	if err != nil {
+		return nil, 0, Calibration{}, err
+	}
+	var arr []backend.Arrival
+	for _, s := range srvs {
+		arr = append(arr, s.Trace()...)
+	}
+	c, err := measureJitter(res, arr, obs.Releases, len(load.URLSuffixes) > 1)
+	if err != nil {
+		return nil, 0, Calibration{}, err
+	}
+	c.Jitter.Source = fmt.Sprintf("%s, -c %d -n %d%s, %s; load average %s", time.Now().UTC().Format("2006-01-02 15:04 UTC"),
+		load.C, load.N, map[bool]string{true: " -k", false: " (a new connection per request)"}[load.KeepAlive], spec.Balancer, loadAvg())
+	return res, cpu, c, nil
+}
+
+// fetchObserved reads the lab pool's observation with its releases from Ballast's admin API.
+func fetchObserved(ctx context.Context, admin string) (advise.Observation, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+admin+"/api/pools/lab/observed?releases=1", nil)
+	if err != nil {
+		return advise.Observation{}, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return advise.Observation{}, fmt.Errorf("lab: reading Ballast's observations: %w", err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return advise.Observation{}, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return advise.Observation{}, fmt.Errorf("lab: GET observed: %s: %s", resp.Status, body)
+	}
+	var o advise.Observation
+	if err := json.Unmarshal(body, &o); err != nil {
+		return advise.Observation{}, fmt.Errorf("lab: observed: %w", err)
+	}
+	return o, nil
+}
+
+// measureJitter matches the three clocks' records and returns the delays between them.
+func measureJitter(res *loadgen.Result, arrivals []backend.Arrival, rels []advise.Release, oneSender bool) (Calibration, error) {
+	begin, beginUnix := res.Begin, res.Begin.UnixNano()
+	rel := func(t time.Time) int64 { return int64(t.Sub(begin)) }
+	// Match each backend's arrivals with Ballast's dispatches to it: Ballast's interval, from
+	// its dispatch to its release, holds the backend's, from arrival to the end of service.
+	byBackend := map[string][]backend.Arrival{}
+	for _, a := range arrivals {
+		if a.Seq >= 0 {
+			byBackend[a.Backend] = append(byBackend[a.Backend], a)
+		}
+	}
+	relsBy := map[string][]advise.Release{}
+	for _, r := range rels {
+		relsBy[r.Backend] = append(relsBy[r.Backend], r)
+	}
+	type hop struct {
+		a backend.Arrival
+		r advise.Release
+	}
+	bySeq := map[int64]hop{}
+	for name, as := range byBackend {
+		slices.SortFunc(as, func(x, y backend.Arrival) int { return x.Arrived.Compare(y.Arrived) })
+		for _, m := range matchReleases(as, relsBy[name], func(a backend.Arrival) (int64, int64) {
+			return beginUnix + rel(a.Arrived), beginUnix + rel(a.Done)
+		}) {
+			bySeq[as[m[0]].Seq] = hop{as[m[0]], relsBy[name][m[1]]}
+		}
+	}
+	h := hopSamples{oneSender: oneSender, first: &hopSamples{}}
+	type pick struct {
+		seq int64
+		at  int64
+	}
+	var picks []pick
+	for _, e := range res.Trace {
+		m, ok := bySeq[e.Index]
+		if !ok || !e.OK {
+			continue
+		}
+		t1 := m.r.Dispatched() - beginUnix
+		t2 := rel(m.a.Arrived)
+		t3 := rel(m.a.Done)
+		t4 := m.r.AtNs - beginUnix
+		g := &h
+		if e.Index < int64(res.Options.C) {
+			g = h.first
+		}
+		g.send = append(g.send, pos(e.Sent-e.Start))
+		g.toPick = append(g.toPick, pos(t1-e.Sent))
+		if m.a.FreshConn {
+			h.fresh = append(h.fresh, pos(t2-t1)) // connects: all of them, start-up or not
+		} else {
+			g.forward = append(g.forward, pos(t2-t1))
+		}
+		if m.a.Service > 0 {
+			h.overshoot = append(h.overshoot, pos(t3-rel(m.a.Started)-int64(m.a.Service)))
+		}
+		g.ret = append(g.ret, pos(t4-t3))
+		g.deliver = append(g.deliver, pos(e.Done-t4))
+		picks = append(picks, pick{e.Index, t1})
+	}
+	if len(picks) == 0 {
+		return Calibration{}, fmt.Errorf("lab: jitter calibration matched no request of %d (backends saw %d, Ballast released %d)",
+			len(res.Trace), len(arrivals), len(rels))
+	}
+	slices.SortFunc(picks, func(x, y pick) int { return cmp.Compare(x.at, y.at) })
+	inv := 0
+	for i := 1; i < len(picks); i++ {
+		if picks[i].seq < picks[i-1].seq {
+			inv++
+		}
+	}
+	return Calibration{Jitter: h.jitter(), Samples: len(picks), Inversions: inv, hops: h}, nil
+}
+
+// minCalibration is the fewest matched requests a calibration accepts (and at least 80 % of
+// its requests).
+const minCalibration = 20
+
+// pos is a delay measured across two clocks, never negative: a worker descheduled between
+// writing and reading its clock can read it after the next hop already has.
+func pos(ns int64) time.Duration { return time.Duration(max(ns, 0)) }
+
+// calSetup is one calibration: a run of a scenario's own load over its own backends, with a
+// balancer of its own rows, whose requests are timed at every hop and not reported as a row.
+type calSetup struct {
+	profile string // the sim profile it measures
+	spec    PoolSpec
+	cfgs    []backend.Config
+	load    loadgen.Options
+}
+
+// heteroCfgs are the heterogeneous scenario's backends (seed 000).
+var heteroCfgs = []backend.Config{{Name: "A", Workers: 2, Service: 706 * time.Microsecond}, {Name: "B", Workers: 1, Service: 800 * time.Microsecond}}
+
+// heteroCalibrations measure the heterogeneous scenario's two loads (kept-alive connections,
+// then a new one per request) for 3000 and 1000 requests: its rows run for 100000 and 20000,
+// in the same steady state.
+func heteroCalibrations() []calSetup {
+	spec := PoolSpec{Balancer: "sqf", MaxConns: 32}
+	return []calSetup{
+		{sim.ProfileKeepAlive, spec, heteroCfgs, loadgen.Options{N: 3000, C: 16, KeepAlive: true}},
+		{sim.ProfileFresh + " (heterogeneous)", spec, heteroCfgs, loadgen.Options{N: 1000, C: 16}},
+	}
+}
+
+// slowCalibration is the slow-backend scenario's load with roundrobin: 25 of its 50 requests
+// sleep on B, so the timer overshoot of its sleeps is measured as well.
+func slowCalibration(o Options) calSetup {
+	return calSetup{sim.ProfileFresh, PoolSpec{Balancer: "roundrobin"},
+		[]backend.Config{{Name: "A", Workers: 1000}, {Name: "B", Workers: 5, Service: scaled(o, 5*time.Second)}},
+		loadgen.Options{N: 50, C: 10}}
+}
+
+// variableCalibration is the variable-cost scenario's load (its ?wait= list, one request
+// written at a time) with roundrobin.
+func variableCalibration(o Options) calSetup {
+	return calSetup{sim.ProfileFreshOrdered, PoolSpec{Balancer: "roundrobin"},
+		[]backend.Config{{Name: "A", Workers: 4}, {Name: "B", Workers: 4}},
+		loadgen.Options{N: 50, C: 10, URLSuffixes: waitSuffixes(o)}}
+}
+
+// run measures the setup.
+func (c calSetup) run(ctx context.Context, o Options) (Calibration, error) {
+	cal, err := calibrate(ctx, o, c.spec, c.cfgs, c.load)
+	if err != nil {
+		return Calibration{}, fmt.Errorf("jitter calibration (%s): %w", c.profile, err)
+	}
+	o.logf("jitter calibration, %s: %s", c.profile, cal)
+	return cal, nil
+}
+
+// runJitter measures every calibration of the seed scenarios on its own: one row per hop of
+// each, with its median and 99th percentile in the p50 and p99 columns, and the profile as
+// sim/profiles.go holds it in the notes.
+func runJitter(ctx context.Context, o Options, r *Report) error {
+	r.Metric = Makespan
+	r.Ideal = "none: these are the delays the model draws"
+	for _, s := range append(heteroCalibrations(), slowCalibration(o), variableCalibration(o)) {
+		cal, err := s.run(ctx, o)
+		if err != nil {
+			return err
+		}
+		j := cal.Jitter
+		for _, h := range []struct {
+			name string
+			d    sim.Dist
+		}{{"send", j.Send}, {"to pick", j.ToPick}, {"forward", j.Forward}, {"connect", j.Connect},
+			{"overshoot", j.Overshoot}, {"return", j.Return}, {"deliver", j.Deliver}} {
+			r.Results = append(r.Results, Result{Algorithm: s.profile + ": " + h.name,
+				P50Ms: float64(h.d.Quantile(.5)) / 1e6, P99Ms: float64(h.d.Quantile(.99)) / 1e6, Split: map[string]int64{}})
+		}
+		r.Notes = append(r.Notes, s.profile+": "+cal.String(), s.profile+" as Go: "+profileGo(j))
+	}
+	return nil
+}
+
+// profileGo prints j as the Go literal sim/profiles_data.go holds.
+func profileGo(j *sim.Jitter) string {
+	d := func(x sim.Dist) string {
+		s := "us("
+		for i, q := range x.Q {
+			if i > 0 {
+				s += ", "
+			}
+			s += strconv.FormatFloat(float64(q)/1e3, 'f', 1, 64)
+		}
+		return s + ")"
+	}
+	return fmt.Sprintf("&Jitter{Send: %s, ToPick: %s, Forward: %s, Connect: %s, Overshoot: %s, Return: %s, Deliver: %s, OneSender: %v, Source: %q}",
+		d(j.Send), d(j.ToPick), d(j.Forward), d(j.Connect), d(j.Overshoot), d(j.Return), d(j.Deliver), j.OneSender, j.Source)
+}
+
+// matchTolerance is how far the two processes' clocks may disagree when one interval must
+// hold another.
+const matchTolerance = 50 * time.Microsecond
+
+// matchReleases pairs arrivals (sorted by arrival) with releases of the same backend: each
+// arrival takes the unmatched release whose dispatch-to-release interval holds its own
+// arrival-to-done interval (within matchTolerance) with the least slack on either side. span
+// gives an arrival's interval in Unix nanoseconds. It returns index pairs.
+func matchReleases[A any](as []A, rs []advise.Release, span func(A) (int64, int64)) [][2]int {
+	order := make([]int, len(rs))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortFunc(order, func(x, y int) int { return cmp.Compare(rs[x].Dispatched(), rs[y].Dispatched()) })
+	used := make([]bool, len(rs))
+	tol := int64(matchTolerance)
+	var out [][2]int
+	lo := 0
+	for i, a := range as {
+		t2, t3 := span(a)
+		best, slack := -1, int64(0)
+		for k := lo; k < len(order); k++ {
+			j := order[k]
+			d := rs[j].Dispatched()
+			if d > t2+tol {
+				break // dispatched after this arrival, as are the rest
+			}
+			if used[j] || rs[j].AtNs < t3-tol {
+				continue
+			}
+			if s := abs64(t2-d) + abs64(rs[j].AtNs-t3); best < 0 || s < slack {
+				best, slack = j, s
+			}
+		}
+		if best >= 0 {
+			used[best] = true
+			out = append(out, [2]int{i, best})
+			for lo < len(order) && used[order[lo]] {
+				lo++
+			}
+		}
+	}
+	return out
+}
+
+func abs64(x int64) int64 {
+	if x < 0 {
+		return -x
+	}
+	return x
+}
