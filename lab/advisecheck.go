@@ -3,6 +3,7 @@ package lab
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"ballast/advise"
 	"ballast/balance"
@@ -30,14 +31,18 @@ type AdviseCheck struct {
 	CurrentRange    [2]float64
 	CurrentMeasured float64
 	CurrentInside   bool
+	// Choices, Runs and Seconds: how many choices advise replayed, each how many times, and
+	// how long it took.
+	Choices, Runs int
+	Seconds       float64
 }
 
 // String is the check as a report note.
 func (c AdviseCheck) String() string {
 	met := map[bool]string{true: "meets", false: "misses"}[c.BestMet]
 	in := map[bool]string{true: "inside", false: "outside"}[c.CurrentInside]
-	return fmt.Sprintf("advise: best %s, measured as row %q, %s the goal (%s); its prediction for the current %s is [%.4g, %.4g], measured %.4g: %s (verdict: %s)",
-		c.Best, c.BestRow, met, c.BestGoal, c.Current, c.CurrentRange[0], c.CurrentRange[1], c.CurrentMeasured, in, c.Verdict)
+	return fmt.Sprintf("advise (%d choices x %d runs in %.1f s): best %s, measured as row %q, %s the goal (%s); its prediction for the current %s is [%.4g, %.4g], measured %.4g: %s (verdict: %s)",
+		c.Choices, c.Runs, c.Seconds, c.Best, c.BestRow, met, c.BestGoal, c.Current, c.CurrentRange[0], c.CurrentRange[1], c.CurrentMeasured, in, c.Verdict)
 }
 
 // choiceName is how a report names an advise choice.
@@ -71,7 +76,11 @@ func (p *predictions) rowFor(alg string, s advise.Settings) string {
 func (p *predictions) advise(ctx context.Context, sc sim.Scenario, group string) (advise.Advice, error) {
 	stalls, window := p.probe.Snapshot()
 	js := p.jitters(predJob{group: group}, stalls, window)
-	return advise.AdviseScenario(ctx, sc, advise.Options{Runs: p.o.Runs, Jitters: js})
+	runs := p.o.runs()
+	if runs == 0 { // as many as the rows' ranges have
+		runs = sim.RunsFor(min(sc.Requests, advise.MaxRequests))
+	}
+	return advise.AdviseScenario(ctx, sc, advise.Options{Runs: runs, Jitters: js})
 }
 
 // extraRow measures a choice the scenario's rows do not have; it returns the row's label and
@@ -85,13 +94,18 @@ type goalOf func(row Result, s advise.Settings) (bool, string)
 // resolved): it asks advise, measures its best choice if needed, and returns a function to
 // call once the predictions are resolved, which fills the check.
 func (p *predictions) checkAdvice(ctx context.Context, sc sim.Scenario, group, currentLabel string, run extraRow) (func(r *Report, goal goalOf) AdviseCheck, error) {
+	began := time.Now()
 	adv, err := p.advise(ctx, sc, group)
 	if err != nil {
 		return nil, fmt.Errorf("advise: %w", err)
 	}
+	took := time.Since(began).Seconds()
 	label := p.rowFor(adv.Best.Balancer, adv.Best.Settings)
 	if label == "" {
-		label = adv.Best.Balancer + " (advise: " + adv.Best.Settings.String() + ")"
+		label = adv.Best.Balancer + " (advise)"
+		if cur := advise.SettingsOf(sc); adv.Best.Settings != cur {
+			label = adv.Best.Balancer + " (advise: " + adv.Best.Settings.String() + ")"
+		}
 		if err := run(label, adv.Best.Balancer, adv.Best.Settings); err != nil {
 			return nil, fmt.Errorf("advise's best %s: %w", choiceName(adv.Best), err)
 		}
@@ -103,7 +117,8 @@ func (p *predictions) checkAdvice(ctx context.Context, sc sim.Scenario, group, c
 		}
 	}
 	return func(r *Report, goal goalOf) AdviseCheck {
-		c := AdviseCheck{Verdict: adv.Verdict, Best: choiceName(adv.Best), BestRow: label, Current: cur.Balancer}
+		c := AdviseCheck{Verdict: adv.Verdict, Best: choiceName(adv.Best), BestRow: label, Current: cur.Balancer,
+			Choices: len(adv.Choices), Runs: adv.Runs, Seconds: took}
 		for _, row := range r.Results {
 			if row.Algorithm == label {
 				c.BestMet, c.BestGoal = goal(row, adv.Best.Settings)

@@ -51,34 +51,6 @@ type hopSamples struct {
 	first *hopSamples
 }
 
-// clone is a deep copy.
-func (h hopSamples) clone() hopSamples {
-	c := hopSamples{oneSender: h.oneSender, send: slices.Clone(h.send), toPick: slices.Clone(h.toPick), forward: slices.Clone(h.forward),
-		fresh: slices.Clone(h.fresh), overshoot: slices.Clone(h.overshoot), ret: slices.Clone(h.ret), deliver: slices.Clone(h.deliver)}
-	if h.first != nil {
-		f := h.first.clone()
-		c.first = &f
-	}
-	return c
-}
-
-// add appends o's samples to h's.
-func (h *hopSamples) add(o hopSamples) {
-	if o.first != nil {
-		if h.first == nil {
-			h.first = &hopSamples{}
-		}
-		h.first.add(*o.first)
-	}
-	h.send = append(h.send, o.send...)
-	h.toPick = append(h.toPick, o.toPick...)
-	h.forward = append(h.forward, o.forward...)
-	h.fresh = append(h.fresh, o.fresh...)
-	h.overshoot = append(h.overshoot, o.overshoot...)
-	h.ret = append(h.ret, o.ret...)
-	h.deliver = append(h.deliver, o.deliver...)
-}
-
 // jitter turns the samples into the model's distributions.
 func (h hopSamples) jitter() *sim.Jitter {
 	// A fresh backend connection costs what a pooled one does plus the connect.

@@ -33,7 +33,7 @@ type Options struct {
 	// rows report medians; lvs-modes repeats its goal modes' throughput runs that many times. 0 means 3, or 1 with Quick.
 	Reps int
 	// Runs is how many seeds each predicted range is drawn from (0 = sim.RunsFor the row's
-	// requests).
+	// requests, or 20 under Quick).
 	Runs int
 	// Log, when set, gets one line per load as the scenario proceeds.
 	Log io.Writer
@@ -46,6 +46,17 @@ func (o Options) fail(s string) {
 	if o.failures != nil {
 		*o.failures = append(*o.failures, s)
 	}
+}
+
+// quickRuns is how many model runs a range has under Quick, unless Runs says otherwise.
+const quickRuns = 20
+
+// runs is Runs, or under Quick quickRuns; 0 lets sim choose (RunsFor).
+func (o Options) runs() int {
+	if o.Runs == 0 && o.Quick {
+		return quickRuns
+	}
+	return o.Runs
 }
 
 func (o Options) reps() int {
@@ -351,7 +362,7 @@ func simFigures(sc sim.Scenario, algorithm string) (Figures, error) {
 // run k with the jitter js[k mod len(js)] (measured by calibrate and on other rows). The
 // figures are the runs' medians.
 func predict(o Options, sc sim.Scenario, algorithm string, js []*sim.Jitter) (Figures, error) {
-	rg, err := sim.RunRangeOf(sc, algorithm, o.Runs, func(k int, s *sim.Scenario) { s.Jitter = js[k%len(js)] })
+	rg, err := sim.RunRangeOf(sc, algorithm, o.runs(), func(k int, s *sim.Scenario) { s.Jitter = js[k%len(js)] })
 	if err != nil {
 		return Figures{}, err
 	}

@@ -65,22 +65,35 @@ func runHeterogeneous(ctx context.Context, o Options, r *Report) error {
 
 	nKA := pick[int64](o, 100000, 3000)
 	nClose := pick[int64](o, 20000, 1000)
-	// The jitter of each load, measured through Ballast before the rows.
+	// The jitter of each load, measured through Ballast before the rows, between them and
+	// after them: the rows are not traced (100000 requests each), so three calibrations of
+	// each load show how much a run's delays vary with the machine.
 	cals := heteroCalibrations()
-	calKA, err := cals[0].run(ctx, o)
-	if err != nil {
-		return err
-	}
-	calClose, err := cals[1].run(ctx, o)
-	if err != nil {
-		return err
-	}
-	preds.calibrated("keep-alive", calKA)
-	preds.calibrated("close", calClose)
 	groups := [2]string{"keep-alive", "close"}
+	var calKA, calClose Calibration
+	calibrateBoth := func() error {
+		var err error
+		if calKA, err = cals[0].run(ctx, o); err != nil {
+			return err
+		}
+		if calClose, err = cals[1].run(ctx, o); err != nil {
+			return err
+		}
+		preds.calibrated(groups[0], calKA)
+		preds.calibrated(groups[1], calClose)
+		return nil
+	}
+	if err := calibrateBoth(); err != nil {
+		return err
+	}
 	algs := []string{"random", "roundrobin", "sqf", "bybusyness", "p2c", "ewma"}
 	var ka, cl []Result
-	for _, alg := range algs {
+	for i, alg := range algs {
+		if i == len(algs)/2 {
+			if err := calibrateBoth(); err != nil {
+				return err
+			}
+		}
 		spec := PoolSpec{Balancer: alg, Backends: ts, MaxConns: 32}
 		loads := []loadgen.Options{
 			{N: nKA, C: 16, KeepAlive: true},
@@ -107,6 +120,9 @@ func runHeterogeneous(ctx context.Context, o Options, r *Report) error {
 				cl = append(cl, row)
 			}
 		}
+	}
+	if err := calibrateBoth(); err != nil {
+		return err
 	}
 	// The advise check on the keep-alive load (the seed's): random is the seed's own method.
 	advSc := mustScenario("heterogeneous")
@@ -137,7 +153,9 @@ func runHeterogeneous(ctx context.Context, o Options, r *Report) error {
 		r.Results[i].IdealRatio = r.Results[i].ThroughputRPS / ideal
 	}
 	r.Notes = append(r.Notes, "load: keep-alive -c 16 -n "+strconv.FormatInt(nKA, 10)+", then -c 16 -n "+strconv.FormatInt(nClose, 10)+" without keep-alive (client side; Ballast keeps its backend connections); max_conns 32 per backend",
-		"jitter, keep-alive rows: "+calKA.String(), "jitter, rows without keep-alive: "+calClose.String())
+		"jitter, keep-alive rows (the last of three calibrations): "+calKA.String(),
+		"jitter, rows without keep-alive (the last of three): "+calClose.String(),
+		"each row's prediction draws, run by run, one of the three calibrations of its load")
 	if err := preds.finish(r); err != nil {
 		return err
 	}

@@ -96,8 +96,8 @@ type predictions struct {
 	o     Options
 	probe *stallProbe
 	jobs  []predJob
-	// pools of measured delays by group: the calibration's, then each traced row's by label
-	cal  map[string]hopSamples
+	// measured delays by group: the calibrations', then each traced row's by label
+	cal  map[string][]hopSamples
 	rows map[string]map[string]hopSamples
 
 	once   sync.Once
@@ -112,11 +112,13 @@ type predJob struct {
 }
 
 func newPredictions(o Options) *predictions {
-	return &predictions{o: o, probe: startStallProbe(), cal: map[string]hopSamples{}, rows: map[string]map[string]hopSamples{}}
+	return &predictions{o: o, probe: startStallProbe(), cal: map[string][]hopSamples{}, rows: map[string]map[string]hopSamples{}}
 }
 
-// calibrated records a group's calibration.
-func (p *predictions) calibrated(group string, c Calibration) { p.cal[group] = c.hops }
+// calibrated records one of a group's calibrations.
+func (p *predictions) calibrated(group string, c Calibration) {
+	p.cal[group] = append(p.cal[group], c.hops)
+}
 
 // measured records the delays of a traced row of the group (rows whose dispatch includes a
 // backlog wait, or whose hedged copies blur the matching, are not to be recorded).
@@ -133,11 +135,14 @@ func (p *predictions) add(label, group string, sc sim.Scenario, alg string) {
 }
 
 // jitters are what the row labelled label draws: one jitter per measured run of its group,
-// its calibration's and every other traced row's (never its own), each with the scenario's
+// its calibrations' and every other traced row's (never its own), each with the scenario's
 // stalls. A model run takes one of them whole, so that delays which go together in a real
 // run (the machine busier during one row than another) go together in the model too.
 func (p *predictions) jitters(job predJob, stalls []time.Duration, window time.Duration) []*sim.Jitter {
-	out := []*sim.Jitter{withStalls(p.cal[job.group].jitter(), stalls, window)}
+	var out []*sim.Jitter
+	for _, h := range p.cal[job.group] {
+		out = append(out, withStalls(h.jitter(), stalls, window))
+	}
 	labels := make([]string, 0, len(p.rows[job.group]))
 	for l := range p.rows[job.group] {
 		labels = append(labels, l)
@@ -174,11 +179,14 @@ func (p *predictions) finish(r *Report) error {
 // the note on the stalls.
 func (p *predictions) resolve(r *Report) (string, error) {
 	stalls, window := p.stop()
+	began := time.Now()
+	runs := 0
 	for _, job := range p.jobs {
 		f, err := predict(p.o, job.sc, job.alg, p.jitters(job, stalls, window))
 		if err != nil {
 			return "", err
 		}
+		runs += f.Range.Runs
 		for i := range r.Results {
 			if r.Results[i].Algorithm == job.label {
 				r.Results[i].Predicted = f
@@ -186,6 +194,6 @@ func (p *predictions) resolve(r *Report) (string, error) {
 		}
 	}
 	d := sim.DistOf(stalls, 20)
-	return fmt.Sprintf("stalls: %d longer than %v seen by the lab process in %.1f s (%.2f/s; %s), drawn by every run of the model",
-		len(stalls), stallThreshold, window.Seconds(), float64(len(stalls))/window.Seconds(), d), nil
+	return fmt.Sprintf("stalls: %d longer than %v seen by the lab process in %.1f s (%.2f/s; %s), drawn by every run of the model; the predictions took %d model runs in %.1f s",
+		len(stalls), stallThreshold, window.Seconds(), float64(len(stalls))/window.Seconds(), d, runs, time.Since(began).Seconds()), nil
 }
