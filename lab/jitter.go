@@ -37,6 +37,9 @@ type Calibration struct {
 	// Samples is how many requests were matched on all three clocks; Inversions how many
 	// requests the balancer picked before one sent earlier (adjacent pairs, in pick order).
 	Samples, Inversions int
+	// Slowest describes the request that took longest beyond its service time, hop by hop
+	// (or as the client saw it, when the other clocks did not match it).
+	Slowest string
 
 	hops hopSamples
 }
@@ -91,8 +94,12 @@ func (h hopSamples) jitter() *sim.Jitter {
 
 // String summarises the calibration for a report's notes.
 func (c Calibration) String() string {
-	return fmt.Sprintf("%d requests timed at every hop, %d adjacent pairs picked out of the order they were sent in; %s",
+	s := fmt.Sprintf("%d requests timed at every hop, %d adjacent pairs picked out of the order they were sent in; %s",
 		c.Samples, c.Inversions, c.Jitter)
+	if c.Slowest != "" {
+		s += "; slowest: " + c.Slowest
+	}
+	return s
 }
 
 // calibrate runs load through Ballast over fresh backends built from cfgs and measures the
@@ -193,17 +200,13 @@ func measureJitter(res *loadgen.Result, arrivals []backend.Arrival, rels []advis
 	for _, r := range rels {
 		relsBy[r.Backend] = append(relsBy[r.Backend], r)
 	}
-	type hop struct {
-		a backend.Arrival
-		r advise.Release
-	}
-	bySeq := map[int64]hop{}
+	bySeq := map[int64]matched{}
 	for name, as := range byBackend {
 		slices.SortFunc(as, func(x, y backend.Arrival) int { return x.Arrived.Compare(y.Arrived) })
 		for _, m := range matchReleases(as, relsBy[name], func(a backend.Arrival) (int64, int64) {
 			return beginUnix + rel(a.Arrived), beginUnix + rel(a.Done)
 		}) {
-			bySeq[as[m[0]].Seq] = hop{as[m[0]], relsBy[name][m[1]]}
+			bySeq[as[m[0]].Seq] = matched{as[m[0]], relsBy[name][m[1]]}
 		}
 	}
 	h := hopSamples{oneSender: oneSender, first: &hopSamples{}}
@@ -239,6 +242,7 @@ func measureJitter(res *loadgen.Result, arrivals []backend.Arrival, rels []advis
 		g.deliver = append(g.deliver, pos(e.Done-t4))
 		picks = append(picks, pick{e.Index, t1})
 	}
+	slowest := slowestRequest(res, bySeq, beginUnix)
 	if len(picks) == 0 {
 		return Calibration{}, fmt.Errorf("lab: jitter calibration matched no request of %d (backends saw %d, Ballast released %d)",
 			len(res.Trace), len(arrivals), len(rels))
@@ -250,7 +254,42 @@ func measureJitter(res *loadgen.Result, arrivals []backend.Arrival, rels []advis
 			inv++
 		}
 	}
-	return Calibration{Jitter: h.jitter(), Samples: len(picks), Inversions: inv, hops: h}, nil
+	return Calibration{Jitter: h.jitter(), Samples: len(picks), Inversions: inv, Slowest: slowest, hops: h}, nil
+}
+
+// matched is a request's records on the backend's and Ballast's clocks.
+type matched struct {
+	a backend.Arrival
+	r advise.Release
+}
+
+// slowestRequest describes the request whose time beyond its service was longest.
+func slowestRequest(res *loadgen.Result, by map[int64]matched, beginUnix int64) string {
+	var worst *loadgen.Event
+	var extra int64
+	for i := range res.Trace {
+		e := &res.Trace[i]
+		x := e.Done - e.Start
+		if m, ok := by[e.Index]; ok {
+			x -= int64(m.a.Service)
+		}
+		if worst == nil || x > extra {
+			worst, extra = e, x
+		}
+	}
+	if worst == nil {
+		return ""
+	}
+	ms := func(ns int64) float64 { return float64(ns) / 1e6 }
+	m, ok := by[worst.Index]
+	if !ok {
+		return fmt.Sprintf("request %d, %.1f ms from start to response (not matched on the other clocks: the client's start %.1f ms, written %.1f, answered %.1f)",
+			worst.Index, ms(worst.Done-worst.Start), ms(worst.Start), ms(worst.Sent), ms(worst.Done))
+	}
+	begin := res.Begin
+	return fmt.Sprintf("request %d, %.1f ms beyond its %v service: taken %.1f ms, written %.1f, picked %.1f, at the backend %.1f, served %.1f-%.1f, released %.1f, answered %.1f",
+		worst.Index, ms(extra), m.a.Service, ms(worst.Start), ms(worst.Sent), ms(m.r.Dispatched()-beginUnix),
+		ms(int64(m.a.Arrived.Sub(begin))), ms(int64(m.a.Started.Sub(begin))), ms(int64(m.a.Done.Sub(begin))), ms(m.r.AtNs-beginUnix), ms(worst.Done))
 }
 
 // minCalibration is the fewest matched requests a calibration accepts (and at least 80 % of
@@ -316,6 +355,12 @@ func (c calSetup) run(ctx context.Context, o Options) (Calibration, error) {
 func runJitter(ctx context.Context, o Options, r *Report) error {
 	r.Metric = Makespan
 	r.Ideal = "none: these are the delays the model draws"
+	probe := startStallProbe()
+	defer func() {
+		stalls, window := probe.Stop()
+		r.Notes = append(r.Notes, fmt.Sprintf("stalls: %d longer than %v in %.1f s (%s): StallRate %.3f", len(stalls), stallThreshold,
+			window.Seconds(), sim.DistOf(stalls, 20), float64(len(stalls))/window.Seconds()))
+	}()
 	for _, s := range append(heteroCalibrations(), slowCalibration(o), variableCalibration(o)) {
 		cal, err := s.run(ctx, o)
 		if err != nil {
@@ -347,8 +392,12 @@ func profileGo(j *sim.Jitter) string {
 		}
 		return s + ")"
 	}
-	return fmt.Sprintf("&Jitter{Send: %s, ToPick: %s, Forward: %s, Connect: %s, Overshoot: %s, Return: %s, Deliver: %s, OneSender: %v, Source: %q}",
-		d(j.Send), d(j.ToPick), d(j.Forward), d(j.Connect), d(j.Overshoot), d(j.Return), d(j.Deliver), j.OneSender, j.Source)
+	first := "nil"
+	if h := j.First; h != nil {
+		first = fmt.Sprintf("&Hops{Send: %s, ToPick: %s, Forward: %s, Return: %s, Deliver: %s}", d(h.Send), d(h.ToPick), d(h.Forward), d(h.Return), d(h.Deliver))
+	}
+	return fmt.Sprintf("&Jitter{Send: %s, ToPick: %s, Forward: %s, Connect: %s, Overshoot: %s, Return: %s, Deliver: %s, First: %s, OneSender: %v, Source: %q}",
+		d(j.Send), d(j.ToPick), d(j.Forward), d(j.Connect), d(j.Overshoot), d(j.Return), d(j.Deliver), first, j.OneSender, j.Source)
 }
 
 // matchTolerance is how far the two processes' clocks may disagree when one interval must
