@@ -57,7 +57,7 @@ const DefaultRuns = 10
 
 // MaxRequests caps a replay's requests (a throughput scenario of 100000 requests reaches the
 // same steady state with fewer).
-const MaxRequests = 20000
+const MaxRequests = 10000
 
 // observedRequests is an observation's replay length.
 const observedRequests = 2000

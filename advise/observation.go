@@ -103,9 +103,10 @@ type Release struct {
 // Dispatched is when the request was sent to its backend.
 func (r Release) Dispatched() int64 { return r.AtNs - r.LatencyNs }
 
-// QuantileP are the probabilities ServiceMs and LatencyMs give the quantiles at: every 5 %,
-// then finer in the tail, where one slow request in a thousand must not pass for one in twenty.
-var QuantileP = []float64{0, .05, .1, .15, .2, .25, .3, .35, .4, .45, .5, .55, .6, .65, .7, .75, .8, .85, .9, .95, .99, .999, 1}
+// QuantileP are the probabilities ServiceMs and LatencyMs give the quantiles at (sim.TailP):
+// every 5 %, then finer in the tail, where one slow request in a thousand must not pass for
+// one in twenty.
+var QuantileP = sim.TailP
 
 // Minimum samples for a figure to be estimated from them.
 const (

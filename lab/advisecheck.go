@@ -76,7 +76,7 @@ func (p *predictions) rowFor(alg string, s advise.Settings) string {
 func (p *predictions) advise(ctx context.Context, sc sim.Scenario, group string) (advise.Advice, error) {
 	stalls, window := p.probe.Snapshot()
 	js := p.jitters(predJob{group: group}, stalls, window)
-	runs := p.o.runs()
+	runs := p.o.runsFor(sc)
 	if runs == 0 { // as many as the rows' ranges have
 		runs = sim.RunsFor(min(sc.Requests, advise.MaxRequests))
 	}

@@ -32,8 +32,8 @@ type Options struct {
 	// Reps is how many times the interleaved comparisons (backend-count, peers) repeat; the
 	// rows report medians; lvs-modes repeats its goal modes' throughput runs that many times. 0 means 3, or 1 with Quick.
 	Reps int
-	// Runs is how many seeds each predicted range is drawn from (0 = sim.RunsFor the row's
-	// requests, or 20 under Quick).
+	// Runs is how many seeds each predicted range is drawn from (0 = 100 for seed 001's
+	// scenarios, 20 for heterogeneous' throughput rows and under Quick).
 	Runs int
 	// Log, when set, gets one line per load as the scenario proceeds.
 	Log io.Writer
@@ -58,6 +58,25 @@ func (o Options) runs() int {
 	}
 	return o.Runs
 }
+
+// throughputRuns is how many model runs a throughput row's range has by default: a steady
+// state varies little from seed to seed, and 20000 requests each take their time.
+const throughputRuns = 20
+
+// runsFor is the runs sc's ranges get: runs, or throughputRuns for a throughput scenario.
+func (o Options) runsFor(sc sim.Scenario) int {
+	if n := o.runs(); n > 0 {
+		return n
+	}
+	if sc.Metric == string(Throughput) {
+		return throughputRuns
+	}
+	return 0
+}
+
+// modelRequests caps a throughput row's modelled requests: its rate is the steady state's,
+// which 20000 requests reach as well as 100000.
+const modelRequests = 20000
 
 func (o Options) reps() int {
 	switch {
@@ -362,7 +381,7 @@ func simFigures(sc sim.Scenario, algorithm string) (Figures, error) {
 // run k with the jitter js[k mod len(js)] (measured by calibrate and on other rows). The
 // figures are the runs' medians.
 func predict(o Options, sc sim.Scenario, algorithm string, js []*sim.Jitter) (Figures, error) {
-	rg, err := sim.RunRangeOf(sc, algorithm, o.runs(), func(k int, s *sim.Scenario) { s.Jitter = js[k%len(js)] })
+	rg, err := sim.RunRangeOf(sc, algorithm, o.runsFor(sc), func(k int, s *sim.Scenario) { s.Jitter = js[k%len(js)] })
 	if err != nil {
 		return Figures{}, err
 	}

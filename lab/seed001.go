@@ -111,8 +111,8 @@ func runHeterogeneous(ctx context.Context, o Options, r *Report) error {
 			row := row(label, res[i], cpus[i])
 			row.Seed = heteroSeed(alg, keep)
 			sc := mustScenario("heterogeneous")
-			sc.Requests = int(loads[i].N)
-			preds.add(label, groups[i], sc, alg)
+			sc.Requests = min(int(loads[i].N), modelRequests)
+			preds.addScaled(label, groups[i], sc, alg, int(loads[i].N))
 			o.logf("heterogeneous: %s: %.0f req/s, split %s", label, row.ThroughputRPS, formatSplit(row.Split))
 			if keep {
 				ka = append(ka, row)
@@ -126,7 +126,7 @@ func runHeterogeneous(ctx context.Context, o Options, r *Report) error {
 	}
 	// The advise check on the keep-alive load (the seed's): random is the seed's own method.
 	advSc := mustScenario("heterogeneous")
-	advSc.Requests = int(nKA)
+	advSc.Requests = min(int(nKA), modelRequests)
 	finishCheck, err := preds.checkAdvice(ctx, advSc, "keep-alive", "random", func(label, alg string, set advise.Settings) error {
 		spec := PoolSpec{Balancer: alg, Backends: ts, MaxConns: set.MaxConns, MaxQueue: set.MaxQueue, Hedge: msDuration(set.HedgeDelayMs), HedgeBudget: 1}
 		res, cpus, err := runBallast(ctx, o, spec, []loadgen.Options{{N: nKA, C: 16, KeepAlive: true}})
@@ -134,7 +134,7 @@ func runHeterogeneous(ctx context.Context, o Options, r *Report) error {
 			return err
 		}
 		ka = append(ka, row(label, res[0], cpus[0]))
-		preds.add(label, "keep-alive", set.Apply(advSc), alg)
+		preds.addScaled(label, "keep-alive", set.Apply(advSc), alg, int(nKA))
 		o.logf("heterogeneous: %s: %.0f req/s", label, res[0].ThroughputRPS)
 		return nil
 	})
@@ -155,7 +155,7 @@ func runHeterogeneous(ctx context.Context, o Options, r *Report) error {
 	r.Notes = append(r.Notes, "load: keep-alive -c 16 -n "+strconv.FormatInt(nKA, 10)+", then -c 16 -n "+strconv.FormatInt(nClose, 10)+" without keep-alive (client side; Ballast keeps its backend connections); max_conns 32 per backend",
 		"jitter, keep-alive rows (the last of three calibrations): "+calKA.String(),
 		"jitter, rows without keep-alive (the last of three): "+calClose.String(),
-		"each row's prediction draws, run by run, one of the three calibrations of its load")
+		"each row's prediction draws, run by run, one of the three calibrations of its load; the model runs at most 20000 requests (the steady state's rate), makespans scaled to the row's")
 	if err := preds.finish(r); err != nil {
 		return err
 	}

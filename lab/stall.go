@@ -19,8 +19,7 @@ import (
 const (
 	stallTick = time.Millisecond
 	// stallThreshold separates a stall from a timer's ordinary lateness (well under 1 ms
-	// on this machine when nothing else runs); calibration samples of a hop above it are
-	// counted as stalls, not as the hop's delay.
+	// on this machine when nothing else runs).
 	stallThreshold = 3 * time.Millisecond
 )
 
@@ -109,6 +108,8 @@ type predJob struct {
 	label, group string
 	sc           sim.Scenario
 	alg          string
+	// requests the row ran, when the model ran fewer (modelRequests): its makespans scale
+	requests int
 }
 
 func newPredictions(o Options) *predictions {
@@ -131,7 +132,13 @@ func (p *predictions) measured(group, label string, c Calibration) {
 
 // add asks for the prediction of the row labelled label, from the delays of its group.
 func (p *predictions) add(label, group string, sc sim.Scenario, alg string) {
-	p.jobs = append(p.jobs, predJob{label, group, sc, alg})
+	p.jobs = append(p.jobs, predJob{label: label, group: group, sc: sc, alg: alg})
+}
+
+// addScaled is add for a row that ran requests while the model runs fewer (a throughput row's
+// steady state): the predicted makespans are scaled to the row's requests.
+func (p *predictions) addScaled(label, group string, sc sim.Scenario, alg string, requests int) {
+	p.jobs = append(p.jobs, predJob{label: label, group: group, sc: sc, alg: alg, requests: requests})
 }
 
 // jitters are what the row labelled label draws: one jitter per measured run of its group,
@@ -187,6 +194,12 @@ func (p *predictions) resolve(r *Report) (string, error) {
 			return "", err
 		}
 		runs += f.Range.Runs
+		if job.requests > 0 && job.sc.Requests > 0 && job.requests != job.sc.Requests {
+			k := float64(job.requests) / float64(job.sc.Requests)
+			f.MakespanS *= k
+			f.Range.MakespanS[0] *= k
+			f.Range.MakespanS[1] *= k
+		}
 		for i := range r.Results {
 			if r.Results[i].Algorithm == job.label {
 				r.Results[i].Predicted = f

@@ -20,6 +20,10 @@ type Dist struct {
 	P []float64       `json:"p,omitempty"`
 }
 
+// TailP are the probabilities measured distributions are kept at: every 5 %, then finer in the
+// tail (99 %, 99.9 %), where one slow request in a thousand must not pass for one in twenty.
+var TailP = []float64{0, .05, .1, .15, .2, .25, .3, .35, .4, .45, .5, .55, .6, .65, .7, .75, .8, .85, .9, .95, .99, .999, 1}
+
 // maxDistPoints bounds a Dist read from a file or the network.
 const maxDistPoints = 4096
 

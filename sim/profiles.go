@@ -18,11 +18,15 @@ const (
 	ProfileFreshOrdered = "fresh-ordered"
 )
 
-// us builds a Dist from quantiles in microseconds.
+// us builds a Dist from quantiles in microseconds: at TailP when there are as many, else
+// evenly spaced.
 func us(q ...float64) Dist {
 	d := Dist{Q: make([]time.Duration, len(q))}
 	for i, x := range q {
 		d.Q[i] = time.Duration(x * float64(time.Microsecond))
+	}
+	if len(q) == len(TailP) {
+		d.P = TailP
 	}
 	return d
 }
