@@ -259,17 +259,21 @@ type matched struct {
 	r advise.Release
 }
 
-// slowestRequest describes the request whose time beyond its service was longest.
+// slowestRequest describes the matched request that spent longest outside its backend (from
+// the client's start to its response, less its time inside the backend), and counts the
+// requests the other clocks did not match.
 func slowestRequest(res *loadgen.Result, by map[int64]matched, beginUnix int64) string {
 	var worst *loadgen.Event
 	var extra int64
+	unmatched := 0
 	for i := range res.Trace {
 		e := &res.Trace[i]
-		x := e.Done - e.Start
-		if m, ok := by[e.Index]; ok {
-			x -= int64(m.a.Service)
+		m, ok := by[e.Index]
+		if !ok {
+			unmatched++
+			continue
 		}
-		if worst == nil || x > extra {
+		if x := e.Done - e.Start - int64(m.a.Done.Sub(m.a.Arrived)); worst == nil || x > extra {
 			worst, extra = e, x
 		}
 	}
@@ -277,15 +281,10 @@ func slowestRequest(res *loadgen.Result, by map[int64]matched, beginUnix int64) 
 		return ""
 	}
 	ms := func(ns int64) float64 { return float64(ns) / 1e6 }
-	m, ok := by[worst.Index]
-	if !ok {
-		return fmt.Sprintf("request %d, %.1f ms from start to response (not matched on the other clocks: the client's start %.1f ms, written %.1f, answered %.1f)",
-			worst.Index, ms(worst.Done-worst.Start), ms(worst.Start), ms(worst.Sent), ms(worst.Done))
-	}
-	begin := res.Begin
-	return fmt.Sprintf("request %d, %.1f ms beyond its %v service: taken %.1f ms, written %.1f, picked %.1f, at the backend %.1f, served %.1f-%.1f, released %.1f, answered %.1f",
-		worst.Index, ms(extra), m.a.Service, ms(worst.Start), ms(worst.Sent), ms(m.r.Dispatched()-beginUnix),
-		ms(int64(m.a.Arrived.Sub(begin))), ms(int64(m.a.Started.Sub(begin))), ms(int64(m.a.Done.Sub(begin))), ms(m.r.AtNs-beginUnix), ms(worst.Done))
+	m, begin := by[worst.Index], res.Begin
+	return fmt.Sprintf("request %d, %.1f ms outside its backend: taken %.1f ms, written %.1f, picked %.1f, at the backend %.1f, served %.1f-%.1f, released %.1f, answered %.1f (%d requests unmatched)",
+		worst.Index, ms(extra), ms(worst.Start), ms(worst.Sent), ms(m.r.Dispatched()-beginUnix),
+		ms(int64(m.a.Arrived.Sub(begin))), ms(int64(m.a.Started.Sub(begin))), ms(int64(m.a.Done.Sub(begin))), ms(m.r.AtNs-beginUnix), ms(worst.Done), unmatched)
 }
 
 // minCalibration is the fewest matched requests a calibration accepts (and at least 80 % of
