@@ -118,39 +118,58 @@ func calibrate(ctx context.Context, o Options, spec PoolSpec, cfgs []backend.Con
 // applies load with every request traced, and returns the load's figures, Ballast's CPU time
 // and the jitter measured on the way.
 func tracedRun(ctx context.Context, o Options, spec PoolSpec, srvs []*backend.Server, load loadgen.Options) (*loadgen.Result, time.Duration, Calibration, error) {
-	for _, s := range srvs {
-		s.StartTrace()
-	}
-	port, err := freePort()
+	res, cpus, cals, err := tracedLoads(ctx, o, spec, srvs, []loadgen.Options{load})
 	if err != nil {
 		return nil, 0, Calibration{}, err
+	}
+	return res[0], cpus[0], cals[0], nil
+}
+
+// tracedLoads is tracedRun for several loads one after the other on one Ballast. Ballast's
+// ring keeps the last 4096 releases, so a longer load is matched on its end.
+func tracedLoads(ctx context.Context, o Options, spec PoolSpec, srvs []*backend.Server, loads []loadgen.Options) ([]*loadgen.Result, []time.Duration, []Calibration, error) {
+	port, err := freePort()
+	if err != nil {
+		return nil, nil, nil, err
 	}
 	spec.Admin = "127.0.0.1:" + strconv.Itoa(port)
 	p, err := StartBallast(ctx, o.Ballast, spec, 60*time.Second)
 	if err != nil {
-		return nil, 0, Calibration{}, err
+		return nil, nil, nil, err
 	}
 	defer p.Close()
-	load.Trace = true
-	res, cpu, err := measure(ctx, o, p, load)
-	if err != nil {
-		return nil, 0, Calibration{}, err
+	var ress []*loadgen.Result
+	var cpus []time.Duration
+	var cals []Calibration
+	for _, load := range loads {
+		for _, s := range srvs {
+			s.StartTrace()
+		}
+		load.Trace = true
+		res, cpu, err := measure(ctx, o, p, load)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		obs, err := fetchObserved(ctx, spec.Admin)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		var arr []backend.Arrival
+		for _, s := range srvs {
+			arr = append(arr, s.Trace()...)
+		}
+		c, err := measureJitter(res, arr, obs.Releases, len(load.URLSuffixes) > 1)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		c.Jitter.Source = fmt.Sprintf("%s, -c %d -n %d%s, %s; load average %s", time.Now().UTC().Format("2006-01-02 15:04 UTC"),
+			load.C, load.N, map[bool]string{true: " -k", false: " (a new connection per request)"}[load.KeepAlive], spec.Balancer, loadAvg())
+		ress, cpus, cals = append(ress, res), append(cpus, cpu), append(cals, c)
 	}
-	obs, err := fetchObserved(ctx, spec.Admin)
-	if err != nil {
-		return nil, 0, Calibration{}, err
-	}
-	var arr []backend.Arrival
 	for _, s := range srvs {
-		arr = append(arr, s.Trace()...)
+		s.StopTrace()
 	}
-	c, err := measureJitter(res, arr, obs.Releases, len(load.URLSuffixes) > 1)
-	if err != nil {
-		return nil, 0, Calibration{}, err
-	}
-	c.Jitter.Source = fmt.Sprintf("%s, -c %d -n %d%s, %s; load average %s", time.Now().UTC().Format("2006-01-02 15:04 UTC"),
-		load.C, load.N, map[bool]string{true: " -k", false: " (a new connection per request)"}[load.KeepAlive], spec.Balancer, loadAvg())
-	return res, cpu, c, nil
+	return ress, cpus, cals, nil
 }
 
 // fetchObserved reads the lab pool's observation with its releases from Ballast's admin API.

@@ -34,7 +34,7 @@ func runHeterogeneous(ctx context.Context, o Options, r *Report) error {
 	r.Metric = Throughput
 	preds := newPredictions(o)
 	defer preds.stopOnce()
-	_, ts, closeAll, err := localBackends(heteroCfgs...)
+	srvs, ts, closeAll, err := localBackends(heteroCfgs...)
 	if err != nil {
 		return err
 	}
@@ -66,8 +66,8 @@ func runHeterogeneous(ctx context.Context, o Options, r *Report) error {
 	nKA := pick[int64](o, 100000, 3000)
 	nClose := pick[int64](o, 20000, 1000)
 	// The jitter of each load, measured through Ballast before the rows, between them and
-	// after them: the rows are not traced (100000 requests each), so three calibrations of
-	// each load show how much a run's delays vary with the machine.
+	// after them, and on the rows themselves (each on its last 4096 requests, what Ballast's
+	// ring of releases holds).
 	cals := heteroCalibrations()
 	groups := [2]string{"keep-alive", "close"}
 	var calKA, calClose Calibration
@@ -99,7 +99,7 @@ func runHeterogeneous(ctx context.Context, o Options, r *Report) error {
 			{N: nKA, C: 16, KeepAlive: true},
 			{N: nClose, C: 16, KeepAlive: false},
 		}
-		res, cpus, err := runBallast(ctx, o, spec, loads)
+		res, cpus, own, err := tracedLoads(ctx, o, spec, srvs, loads)
 		if err != nil {
 			return fmt.Errorf("%s: %w", alg, err)
 		}
@@ -109,6 +109,8 @@ func runHeterogeneous(ctx context.Context, o Options, r *Report) error {
 				label += " (no keep-alive)"
 			}
 			row := row(label, res[i], cpus[i])
+			row.Detail.Jitter = own[i].String()
+			preds.measured(groups[i], label, own[i])
 			row.Seed = heteroSeed(alg, keep)
 			sc := mustScenario("heterogeneous")
 			sc.Requests = min(int(loads[i].N), modelRequests)
@@ -155,7 +157,7 @@ func runHeterogeneous(ctx context.Context, o Options, r *Report) error {
 	r.Notes = append(r.Notes, "load: keep-alive -c 16 -n "+strconv.FormatInt(nKA, 10)+", then -c 16 -n "+strconv.FormatInt(nClose, 10)+" without keep-alive (client side; Ballast keeps its backend connections); max_conns 32 per backend",
 		"jitter, keep-alive rows (the last of three calibrations): "+calKA.String(),
 		"jitter, rows without keep-alive (the last of three): "+calClose.String(),
-		"each row's prediction draws, run by run, one of the three calibrations of its load; the model runs at most 20000 requests (the steady state's rate), makespans scaled to the row's")
+		"each row's prediction draws, run by run, the delays of one of the three calibrations of its load or of the other rows of that load (never its own: details.json has each row's); the model runs at most 20000 requests (the steady state's rate), makespans scaled to the row's")
 	if err := preds.finish(r); err != nil {
 		return err
 	}

@@ -90,6 +90,9 @@ type tracer struct {
 // trace recorded. Tracing costs a lock and an allocation per request.
 func (s *Server) StartTrace() { s.trace.Store(&tracer{}) }
 
+// StopTrace stops recording (and drops the records).
+func (s *Server) StopTrace() { s.trace.Store(nil) }
+
 // Trace returns the requests recorded since StartTrace, in the order their service ended.
 func (s *Server) Trace() []Arrival {
 	t := s.trace.Load()
