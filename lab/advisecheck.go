@@ -41,7 +41,7 @@ type AdviseCheck struct {
 func (c AdviseCheck) String() string {
 	met := map[bool]string{true: "meets", false: "misses"}[c.BestMet]
 	in := map[bool]string{true: "inside", false: "outside"}[c.CurrentInside]
-	return fmt.Sprintf("advise (%d choices x %d runs in %.1f s): best %s, measured as row %q, %s the goal (%s); its prediction for the current %s is [%.4g, %.4g], measured %.4g: %s (verdict: %s)",
+	return fmt.Sprintf("advise (%d choices x %d runs in %.1f s): best %s, measured as row %q, %s the goal (%s); its prediction for the current %s is [%.6g, %.6g], measured %.6g: %s (verdict: %s)",
 		c.Choices, c.Runs, c.Seconds, c.Best, c.BestRow, met, c.BestGoal, c.Current, c.CurrentRange[0], c.CurrentRange[1], c.CurrentMeasured, in, c.Verdict)
 }
 
