@@ -418,50 +418,52 @@ func profileGo(j *sim.Jitter) string {
 // hold another.
 const matchTolerance = 50 * time.Microsecond
 
-// matchReleases pairs arrivals (sorted by arrival) with releases of the same backend: each
-// arrival takes the unmatched release whose dispatch-to-release interval holds its own
-// arrival-to-done interval (within matchTolerance) with the least slack on either side. span
-// gives an arrival's interval in Unix nanoseconds. It returns index pairs.
+// maxMatchSlack bounds the hops a match may imply (Ballast's dispatch before the backend's
+// arrival plus its release after the backend's done): beyond it the pair is not one request.
+const maxMatchSlack = 50 * time.Millisecond
+
+// matchReleases pairs arrivals with releases of the same backend: taken in the order their
+// service ended, each arrival gets the unmatched release that came soonest after its done and
+// whose dispatch came before its arrival (within matchTolerance), if the two hops this implies
+// stay within maxMatchSlack. A response reaches Ballast a fraction of a millisecond after the
+// backend is done with it, so the release right after the done is the request's own, where
+// the dispatches of requests sent together are not told apart. span gives an arrival's
+// interval in Unix nanoseconds. It returns index pairs.
 func matchReleases[A any](as []A, rs []advise.Release, span func(A) (int64, int64)) [][2]int {
+	byDone := make([]int, len(as))
+	for i := range byDone {
+		byDone[i] = i
+	}
+	slices.SortStableFunc(byDone, func(x, y int) int {
+		_, dx := span(as[x])
+		_, dy := span(as[y])
+		return cmp.Compare(dx, dy)
+	})
 	order := make([]int, len(rs))
 	for i := range order {
 		order[i] = i
 	}
-	slices.SortFunc(order, func(x, y int) int { return cmp.Compare(rs[x].Dispatched(), rs[y].Dispatched()) })
+	slices.SortFunc(order, func(x, y int) int { return cmp.Compare(rs[x].AtNs, rs[y].AtNs) })
 	used := make([]bool, len(rs))
-	tol := int64(matchTolerance)
+	tol, maxSlack := int64(matchTolerance), int64(maxMatchSlack)
 	var out [][2]int
-	lo := 0
-	for i, a := range as {
-		t2, t3 := span(a)
-		best, slack := -1, int64(0)
-		for k := lo; k < len(order); k++ {
+	for _, i := range byDone {
+		t2, t3 := span(as[i])
+		k, _ := slices.BinarySearchFunc(order, t3-tol, func(j int, t int64) int { return cmp.Compare(rs[j].AtNs, t) })
+		for ; k < len(order); k++ {
 			j := order[k]
-			d := rs[j].Dispatched()
-			if d > t2+tol {
-				break // dispatched after this arrival, as are the rest
+			r := rs[j]
+			if r.AtNs-t3 > maxSlack {
+				break
 			}
-			if used[j] || rs[j].AtNs < t3-tol {
+			if d := r.Dispatched(); used[j] || d > t2+tol || (r.AtNs-t3)+(t2-d) > maxSlack {
 				continue
 			}
-			if s := abs64(t2-d) + abs64(rs[j].AtNs-t3); best < 0 || s < slack {
-				best, slack = j, s
-			}
-		}
-		if best >= 0 {
-			used[best] = true
-			out = append(out, [2]int{i, best})
-			for lo < len(order) && used[order[lo]] {
-				lo++
-			}
+			used[j] = true
+			out = append(out, [2]int{i, j})
+			break
 		}
 	}
+	slices.SortFunc(out, func(x, y [2]int) int { return cmp.Compare(x[0], y[0]) })
 	return out
-}
-
-func abs64(x int64) int64 {
-	if x < 0 {
-		return -x
-	}
-	return x
 }
