@@ -178,6 +178,7 @@ func (p *Plane) Handler() http.Handler {
 	mux.HandleFunc("DELETE /api/pools/{pool}/backends/{backend}", p.change(p.remove))
 	mux.HandleFunc("POST /api/pools/{pool}/backends/{backend}/{action}", p.change(p.action))
 	mux.Handle("GET /metrics", p.read(p.metrics.handler()))
+	p.adviseRoutes(mux) // observe.go
 	return securityHeaders(mux)
 }
 

@@ -31,6 +31,12 @@
 // (SetSelf gives the server's bound listeners), in a file or through the API; an added
 // backend's body is one JSON object.
 //
+// Advice (observe.go): every pool's last 4096 releases (backend, time, latency, outcome) are
+// kept in a ring written without locks; GET /api/pools/{pool}/observed turns them into an
+// advise.Observation (?releases=1 adds the raw records), and GET /api/pools/{pool}/advice
+// (?objective=, ?runs=) replays it through the simulator in this process, one computation at
+// a time (others get 503 meanwhile) and cached for 10 s; the page's advice panel shows it.
+//
 // GET / is the status page (embedded assets, no CDN), polling the API every second. GET
 // /metrics is the Prometheus exposition from a custom registry, every name prefixed ballast_.
 //

@@ -50,6 +50,7 @@ type Plane struct {
 	conns     atomic.Pointer[[]ConnCounters]
 	ds        discoveryState // ShowDiscovery, ShowFleet (discovery.go, fleet.go)
 	key       [32]byte       // HMAC key of the page nonces; random per process
+	obs       observer       // observe.go: what advise reads
 
 	cur atomic.Pointer[state]
 
@@ -106,6 +107,7 @@ func (p *Plane) Count(cs ...Counters) { p.counters.Store(&cs) }
 // latency histograms.
 func (p *Plane) ObserveRelease(pl *upstream.Pool, b *upstream.Backend, latency time.Duration, failed bool) {
 	p.metrics.release(pl, b, latency, failed)
+	p.obs.release(pl, b, latency, failed)
 }
 
 // responses sums the data planes' status classes of b.

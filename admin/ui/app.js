@@ -30,6 +30,7 @@
     if ((tokenRequired || readsNeedToken) && tokenEl.value) h["Authorization"] = "Bearer " + tokenEl.value;
     return h;
   }
+  window.ballastAuthHeaders = authHeaders; // the advice panel's reads (advise.js) carry it too
 
   function el(tag, cls, text) {
     const e = document.createElement(tag);
