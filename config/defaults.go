@@ -77,6 +77,7 @@ func (d *decoder) defaults(c *Config) {
 	d.tlsDefaults(c)
 	d.discoveryDefaults(c)
 	d.haDefaults(c)
+	d.bgpDefaults(c)
 	if c.Logging.Level == "" {
 		c.Logging.Level = "info"
 	}

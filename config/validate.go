@@ -118,6 +118,7 @@ func (d *decoder) validate(c *Config) {
 	d.validateDirector(c, fail)
 	d.validateDiscovery(c, fail)
 	d.validateHA(c, fail)
+	d.validateBGP(c, fail)
 
 	a := c.Admin
 	if a.Address != "" {
