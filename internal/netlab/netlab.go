@@ -60,9 +60,9 @@ type Node struct {
 
 // Lab is a built topology.
 type Lab struct {
-	orig     netns.NsHandle
-	sw       netns.NsHandle
-	Client   *Node
+	orig   netns.NsHandle
+	sw     netns.NsHandle
+	Client *Node
 	// Router is the router between the client and the segment (Options.Router), else nil.
 	Router   *Node
 	Director *Node // Directors[0]
