@@ -86,6 +86,11 @@ type Options struct {
 	// MoveDownFlows re-places the established flows of a down real server by the table;
 	// otherwise they stay with it (for a server that is only briefly failing its checks).
 	MoveDownFlows bool
+	// Seed is the cluster seed mixed into every VIP's Maglev table (Table): directors with the
+	// same seed and the same real servers build the same table, whatever order the real
+	// servers came in and whatever IDs they got, so that any of them places a flow the same
+	// way (several active directors behind ECMP). 0 is the table without a seed.
+	Seed uint32
 	// NoGuard leaves out the NAT guard's policy routing rules (director/guard.go): then the
 	// kernel of a killed NAT director forwards the real servers' replies unrewritten.
 	NoGuard bool

@@ -289,7 +289,7 @@ func (s *state) rebuild(vs *vipState) error {
 		}
 		rs := s.reals[r.Addr]
 		w := s.weight(vs, r)
-		ids = append(ids, r.Addr.String())
+		ids = append(ids, tableKey(s.d.opts.Seed, r.Addr))
 		weights = append(weights, w)
 		realIDs = append(realIDs, rs.id)
 		used[rs.id] = w
