@@ -57,6 +57,7 @@ enum counter {
 	CNT_TC_NAT,
 	CNT_TC_DROP_TOO_BIG,
 	CNT_FLOW_EVENT_LOST,
+	CNT_PASS_OTHER_HOST,
 	CNT_MAX,
 };
 
@@ -120,6 +121,7 @@ struct traffic {
 
 /* director_config.flags */
 #define CFG_F_FLOW_EVENTS 1 /* report every new flow in flow_events (flow sync) */
+#define CFG_F_OWN_MAC 2     /* balance only frames sent to the director's own MAC */
 
 struct director_config {
 	__u32 source; /* outer source address of TUN packets */

@@ -14,6 +14,11 @@
 #include "nat.h"
 #include "nat_tc.h"
 
+static __always_inline int mac_eq(const __u8 *a, const __u8 *b)
+{
+	return a[0] == b[0] && a[1] == b[1] && a[2] == b[2] && a[3] == b[3] && a[4] == b[4] && a[5] == b[5];
+}
+
 static __always_inline __u32 flow_hash(struct pkt *p, struct vip_meta *vip)
 {
 	if (vip->flags & VIP_F_SOURCE_HASH)
@@ -98,6 +103,12 @@ int ballast_director(struct xdp_md *ctx)
 	struct director_config *cfg = bpf_map_lookup_elem(&config, &zero);
 	if (!cfg)
 		return XDP_PASS;
+	/* A switch floods a frame for a MAC it has forgotten (a lost director's) to every port:
+	 * with several active directors, each would forward its copy. Such a frame is not ours. */
+	if ((cfg->flags & CFG_F_OWN_MAC) && !mac_eq(p.eth->h_dest, cfg->mac)) {
+		count(CNT_PASS_OTHER_HOST);
+		return XDP_PASS;
+	}
 	int fresh = 0;
 	__u32 id = 0;
 	struct real_def *r = pick(&p, vip, cfg->now_ns, &id, &fresh);

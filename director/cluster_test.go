@@ -70,3 +70,33 @@ func TestClusterTables(t *testing.T) {
 		t.Errorf("Usable with one down and one drained: %v, want %d", u, len(reals)-2)
 	}
 }
+
+// TestOwnMACOnly: with OwnMACOnly a VIP's frame sent to another host's MAC (a switch flooding
+// a lost director's frames) is passed to the kernel and counted, not forwarded; one sent to
+// the director's own MAC is balanced; without the option both are.
+func TestOwnMACOnly(t *testing.T) {
+	v := VIP{Addr: vipAddr, Port: 80, Proto: TCP}
+	f := frame{src: clientIP, dst: vipAddr, sport: 40000, dport: 80, proto: 6, tcpFlags: 0x02}
+	other := f.build()
+	copy(other[0:6], []byte{0x02, 0xd1, 0, 0, 0, 0x03}) // the next director's MAC
+	for _, own := range []bool{true, false} {
+		d := newTestDirector(t, Options{Mode: DR, TableSize: 251, OwnMACOnly: own})
+		if err := d.SetVIP(v, testReals(2)); err != nil {
+			t.Fatal(err)
+		}
+		if ret, _ := runXDP(t, d, f.build(), 0); ret != xdpTX {
+			t.Errorf("own=%v: a frame to the director's MAC: action %d, want XDP_TX", own, ret)
+		}
+		ret, _ := runXDP(t, d, other, 0)
+		c, err := d.Counters()
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case own && (ret != xdpPass || c["pass_other_host"] != 1):
+			t.Errorf("a frame to another MAC: action %d, pass_other_host %d; want XDP_PASS, 1", ret, c["pass_other_host"])
+		case !own && ret != xdpTX:
+			t.Errorf("without OwnMACOnly a frame to another MAC: action %d, want XDP_TX", ret)
+		}
+	}
+}

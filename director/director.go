@@ -91,6 +91,10 @@ type Options struct {
 	// servers came in and whatever IDs they got, so that any of them places a flow the same
 	// way (several active directors behind ECMP). 0 is the table without a seed.
 	Seed uint32
+	// OwnMACOnly balances only the frames sent to the director's own MAC and passes the others
+	// to the kernel (which drops them): on a segment with several active directors, a frame a
+	// switch floods for a lost director's MAC reaches all of them, and each would forward it.
+	OwnMACOnly bool
 	// NoGuard leaves out the NAT guard's policy routing rules (director/guard.go): then the
 	// kernel of a killed NAT director forwards the real servers' replies unrewritten.
 	NoGuard bool
@@ -307,6 +311,9 @@ func (d *Director) writeConfig() error {
 	c.NowNs = monotonic()
 	if d.flowEvents.Load() {
 		c.Flags |= cfgFlagFlowEvents
+	}
+	if d.opts.OwnMACOnly {
+		c.Flags |= cfgFlagOwnMAC
 	}
 	return d.objs.Config.Put(uint32(0), c)
 }

@@ -261,6 +261,7 @@ const (
 	vipFlagSourceHash = 2 // VIP_F_SOURCE_HASH
 	connFlagClosing   = 1 // CONN_F_CLOSING
 	cfgFlagFlowEvents = 1 // CFG_F_FLOW_EVENTS
+	cfgFlagOwnMAC     = 2 // CFG_F_OWN_MAC
 )
 
 // usable says whether r may take new flows of a VIP.

@@ -83,6 +83,7 @@ var scenarios = []scenario{
 	{"peers", runPeers},
 	{"lvs-modes", runLVSModes}, // lvsmodes.go; root only
 	{"failover", runFailover},  // failover.go; root only
+	{"scale-out", runScaleOut}, // scaleout.go; root only
 }
 
 // Names lists the scenarios in the order `all` runs them.
