@@ -78,8 +78,7 @@ func Start(ctx context.Context, c Config) (*Speaker, error) {
 	if !c.RouterID.Is4() {
 		return nil, fmt.Errorf("bgp: router ID %v is not an IPv4 address", c.RouterID)
 	}
-	lvl := &slog.LevelVar{}
-	lvl.Set(slog.LevelWarn) // GoBGP's info lines are per message; its warnings are ours
+	lvl := &slog.LevelVar{} // GoBGP logs through ours: peers up and down, BFD expiries
 	s := server.NewBgpServer(server.LoggerOption(c.Logger.With("component", "gobgp"), lvl))
 	go s.Serve()
 	sp := &Speaker{cfg: c, s: s, paths: map[netip.Prefix]uuid.UUID{}, since: map[netip.Prefix]time.Time{}}
