@@ -2,6 +2,7 @@ package bgp
 
 import (
 	"net/netip"
+	"os/exec"
 	"strings"
 	"testing"
 )
@@ -54,5 +55,17 @@ func TestDecide(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestBIRDConfig: the BIRD 2 configuration docs/scale-out.md offers as the alternative to FRR
+// parses (bird -p), when BIRD is installed.
+func TestBIRDConfig(t *testing.T) {
+	bird, err := exec.LookPath("bird")
+	if err != nil {
+		t.Skip("skipping: BIRD 2 is not installed (apt-get install bird2)")
+	}
+	if out, err := exec.Command(bird, "-p", "-c", "../docs/bird-scale-out.conf").CombinedOutput(); err != nil {
+		t.Fatalf("bird -p: %v\n%s", err, out)
 	}
 }
