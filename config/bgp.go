@@ -44,6 +44,11 @@ type BGP struct {
 	// FlowSync shares the flows each director places with the other directors, so that a
 	// flow keeps its real server on whichever director its packets reach next.
 	FlowSync *BGPFlowSync `yaml:"flow_sync,omitempty"`
+	// SecondChance (DR) is GLB's second chance: a flow picked up established on a table slot
+	// whose real server changed is sent with the slot's previous real server named in the
+	// frame, and a real server with no connection for it (`ballast realserver
+	// --second-chance`) passes it there.
+	SecondChance bool `yaml:"second_chance"`
 }
 
 // BGPPeer is one router.
@@ -181,6 +186,13 @@ func (d *decoder) validateBGP(c *Config, fail func(path, format string, args ...
 		}
 		if fs.Port < 1 || fs.Port > 65535 {
 			fail("bgp.flow_sync.port", "must be a UDP port 1-65535, got %d", fs.Port)
+		}
+	}
+	if b.SecondChance {
+		for i, l := range c.Listeners {
+			if l.IsDirector() && l.Forwarding != "dr" {
+				fail(fmt.Sprintf("listeners[%d].forwarding", i), "bgp.second_chance names the previous real server in a DR frame: every director listener must forward dr, got %s", l.Forwarding)
+			}
 		}
 	}
 	if c.HA != nil {

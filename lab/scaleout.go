@@ -50,6 +50,8 @@ type ScaleOutRow struct {
 	BFD      bool   `json:"bfd"`
 	AddReal  bool   `json:"add_real"`  // a fourth real server added to every director's pool just before the fault
 	FlowSync bool   `json:"flow_sync"` // the directors share the flows they place
+	// SecondChance: GLB's second chance instead (bgp.second_chance, the real servers' program).
+	SecondChance bool `json:"second_chance"`
 	// RouterS is the time from the fault until the router's route to the VIP no longer has
 	// the director as a next hop; -1: never within the phase.
 	RouterS float64 `json:"router_s"`
@@ -116,10 +118,16 @@ func runScaleOut(ctx context.Context, o Options, r *Report) error {
 		})}
 		go srv.Serve(ln)
 		defer srv.Close()
+		var others []netip.Addr // second chance: every other real server, the added one too
+		for _, m := range run.real {
+			if m != n {
+				others = append(others, m.IP)
+			}
+		}
 		var rs *realserver.RealServer
 		err = lab.In(n.NS, func() error {
 			var err error
-			rs, err = realserver.Setup(realserver.Options{VIPs: []netip.Addr{netlab.VIP}, Mode: realserver.DR, Iface: "eth0"})
+			rs, err = realserver.Setup(realserver.Options{VIPs: []netip.Addr{netlab.VIP}, Mode: realserver.DR, Iface: "eth0", SecondChance: others})
 			return err
 		})
 		if err != nil {
@@ -137,31 +145,28 @@ func runScaleOut(ctx context.Context, o Options, r *Report) error {
 	}
 
 	type job struct {
-		fault              string
-		bfd, add, flowSync bool
+		fault                  string
+		bfd, add, flowSync, sc bool
 	}
 	jobs := []job{
-		{"sigterm", true, false, true},
-		{"sigkill", true, false, true},
-		{"link", true, false, true},
-		{"link", false, false, true},
-		{"sigterm", true, true, true},
-		{"sigterm", true, true, false},
-		{"link", true, true, true},
-		{"link", true, true, false},
-		{"sigkill", true, true, true},
-		{"sigkill", true, true, false},
+		{"sigterm", true, false, true, false},
+		{"sigkill", true, false, true, false},
+		{"link", true, false, true, false},
+		{"link", false, false, true, false},
+	}
+	for _, f := range []string{"sigterm", "sigkill", "link"} {
+		jobs = append(jobs, job{f, true, true, true, false}, job{f, true, true, false, true}, job{f, true, true, false, false})
 	}
 	if o.Quick {
-		jobs = []job{{"link", true, true, true}, {"link", true, true, false}}
+		jobs = []job{{"link", true, true, true, false}, {"link", true, true, false, true}, {"link", true, true, false, false}}
 	}
 	for _, j := range jobs {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		row := run.one(ctx, j.fault, j.bfd, j.add, j.flowSync)
-		o.logf("scale-out %s bfd=%v add=%v sync=%v: router %.3f s; new %d/%d failed, %d slow over %.3f s; long-lived %d/%d broken, stall %.3f s; directors %v reals %v %s",
-			row.Fault, row.BFD, row.AddReal, row.FlowSync, row.RouterS, row.Failed, row.Requests, row.Slow, row.AffectedS,
+		row := run.one(ctx, j.fault, j.bfd, j.add, j.flowSync, j.sc)
+		o.logf("scale-out %s bfd=%v add=%v sync=%v second-chance=%v: router %.3f s; new %d/%d failed, %d slow over %.3f s; long-lived %d/%d broken, stall %.3f s; directors %v reals %v %s",
+			row.Fault, row.BFD, row.AddReal, row.FlowSync, row.SecondChance, row.RouterS, row.Failed, row.Requests, row.Slow, row.AffectedS,
 			row.Broken, row.LongLived, row.StallS, row.SpreadDirectors, row.SpreadReals, row.Error)
 		r.ScaleOut = append(r.ScaleOut, row)
 	}
@@ -184,7 +189,7 @@ func SoFRRConf(l *netlab.Lab) (bgpd, bfdd string) {
 }
 
 // config writes director i's file.
-func (run *soRun) config(i int, bfd, flowSync bool) (string, error) {
+func (run *soRun) config(i int, bfd, flowSync, sc bool) (string, error) {
 	var reals []string
 	for k := range soReals {
 		reals = append(reals, fmt.Sprintf("{address: %s:80}", netlab.RealIP(k)))
@@ -198,6 +203,9 @@ func (run *soRun) config(i int, bfd, flowSync bool) (string, error) {
 			}
 		}
 		sync = fmt.Sprintf("  flow_sync: {peers: [%s]}\n", strings.Join(peers, ", "))
+	}
+	if sc {
+		sync += "  second_chance: true\n"
 	}
 	conf := fmt.Sprintf(`listeners:
   - {name: web, address: %s:80, protocol: tcp, forwarding: dr, interface: eth0}
@@ -294,8 +302,8 @@ func (run *soRun) waitNexthops(ctx context.Context, want []netip.Addr, within ti
 }
 
 // one runs one case: three directors up and announcing, load, the fault on director 0.
-func (run *soRun) one(ctx context.Context, fault string, bfd, add, flowSync bool) (row ScaleOutRow) {
-	row = ScaleOutRow{Fault: fault, BFD: bfd, AddReal: add, FlowSync: flowSync, RouterS: -1}
+func (run *soRun) one(ctx context.Context, fault string, bfd, add, flowSync, sc bool) (row ScaleOutRow) {
+	row = ScaleOutRow{Fault: fault, BFD: bfd, AddReal: add, FlowSync: flowSync, SecondChance: sc, RouterS: -1}
 	fail := func(err error) ScaleOutRow {
 		row.Error = err.Error()
 		return row
@@ -309,7 +317,7 @@ func (run *soRun) one(ctx context.Context, fault string, bfd, add, flowSync bool
 	}()
 	var all []netip.Addr
 	for i := range soDirectors {
-		path, err := run.config(i, bfd, flowSync)
+		path, err := run.config(i, bfd, flowSync, sc)
 		if err != nil {
 			return fail(err)
 		}
@@ -583,16 +591,16 @@ func scaleOutVerdicts(rows []ScaleOutRow) []string {
 		switch {
 		case r.Error != "":
 			out = append(out, fmt.Sprintf("%s: ERROR %s", name, r.Error))
-		case r.FlowSync && r.Broken > 0:
+		case (r.FlowSync || r.SecondChance) && r.Broken > 0:
 			out = append(out, fmt.Sprintf("%s: goal missed: %d of %d long-lived flows broken", name, r.Broken, r.LongLived))
 		case r.Fault == "sigterm" && (r.Failed > 0 || r.Broken > 0):
 			out = append(out, fmt.Sprintf("%s: goal missed: a drain broke %d flows and failed %d new connections", name, r.Broken, r.Failed))
 		case r.BFD && r.Fault != "sigterm" && r.AffectedS >= 0.5:
 			out = append(out, fmt.Sprintf("%s: goal missed: %.3f s of new connections affected (want < 0.5 s with BFD)", name, r.AffectedS))
-		case r.FlowSync:
+		case r.FlowSync || r.SecondChance || !r.AddReal:
 			out = append(out, fmt.Sprintf("%s: goal met (router %.3f s, %d broken, %.3f s of new connections affected)", name, r.RouterS, r.Broken, r.AffectedS))
 		default:
-			out = append(out, fmt.Sprintf("%s: without flow sync, the control: %d of %d long-lived flows broken", name, r.Broken, r.LongLived))
+			out = append(out, fmt.Sprintf("%s: neither flow sync nor second chance, the control: %d of %d long-lived flows broken", name, r.Broken, r.LongLived))
 		}
 	}
 	return out
@@ -608,17 +616,20 @@ func soName(r ScaleOutRow) string {
 	if r.AddReal {
 		parts = append(parts, "+ real server added")
 	}
-	if r.FlowSync {
-		parts = append(parts, "sync")
-	} else {
-		parts = append(parts, "no sync")
+	switch {
+	case r.FlowSync:
+		parts = append(parts, "flow sync")
+	case r.SecondChance:
+		parts = append(parts, "second chance")
+	default:
+		parts = append(parts, "neither")
 	}
 	return strings.Join(parts, ", ")
 }
 
 func writeScaleOutTable(r *Report, w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 1, ' ', 0)
-	fmt.Fprintln(tw, "| fault | BFD | real added | flow sync | router stops using it (s) | new conns | failed | slow (> 0.5 s) | affected (s) | long-lived | broken | longest stall (s) | flows per director | long-lived per real |")
+	fmt.Fprintln(tw, "| fault | BFD | real added | flows kept by | router stops using it (s) | new conns | failed | slow (> 0.5 s) | affected (s) | long-lived | broken | longest stall (s) | flows per director | long-lived per real |")
 	fmt.Fprintln(tw, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 	yn := func(b bool) string {
 		if b {
@@ -633,11 +644,17 @@ func writeScaleOutTable(r *Report, w io.Writer) error {
 		if x.RouterS < 0 {
 			router = "never"
 		}
+		kept := "none"
+		if x.FlowSync {
+			kept = "flow sync"
+		} else if x.SecondChance {
+			kept = "second chance"
+		}
 		if x.Error != "" {
-			fmt.Fprintf(tw, "| %s | %s | %s | %s | error: %s |\n", x.Fault, yn(x.BFD), yn(x.AddReal), yn(x.FlowSync), x.Error)
+			fmt.Fprintf(tw, "| %s | %s | %s | %s | error: %s |\n", x.Fault, yn(x.BFD), yn(x.AddReal), kept, x.Error)
 			continue
 		}
-		fmt.Fprintf(tw, "| %s | %s | %s | %s | %s | %d | %d | %d | %.3f | %d | %d | %.3f | %v | %v |\n", x.Fault, yn(x.BFD), yn(x.AddReal), yn(x.FlowSync),
+		fmt.Fprintf(tw, "| %s | %s | %s | %s | %s | %d | %d | %d | %.3f | %d | %d | %.3f | %v | %v |\n", x.Fault, yn(x.BFD), yn(x.AddReal), kept,
 			router, x.Requests, x.Failed, x.Slow, x.AffectedS, x.LongLived, x.Broken, x.StallS, x.SpreadDirectors, x.SpreadReals)
 	}
 	if err := tw.Flush(); err != nil {

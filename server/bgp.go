@@ -147,8 +147,8 @@ func bgpFixedChanged(a, b *config.BGP) string {
 		return "bgp.hold_time or the BFD timers"
 	case !slices.Equal(a.Communities, b.Communities) || a.MED != b.MED:
 		return "bgp.communities or med"
-	case a.ClusterSeed != b.ClusterSeed:
-		return "bgp.cluster_seed"
+	case a.ClusterSeed != b.ClusterSeed || a.SecondChance != b.SecondChance:
+		return "bgp.cluster_seed or second_chance"
 	case (a.FlowSync == nil) != (b.FlowSync == nil) || (a.FlowSync != nil && (!slices.Equal(a.FlowSync.Peers, b.FlowSync.Peers) || a.FlowSync.Port != b.FlowSync.Port)):
 		return "bgp.flow_sync"
 	}
