@@ -77,4 +77,3 @@ func goSlot(f frame, size int) int {
 	h := balance.FlowHash(f.src, f.dst, f.sport, f.dport, f.proto)
 	return int(uint64(h) % uint64(size))
 }
-
