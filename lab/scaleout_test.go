@@ -47,6 +47,10 @@ func TestScaleOutQuick(t *testing.T) {
 		if r.Error != "" {
 			t.Fatalf("%s: %s", soName(r), r.Error)
 		}
+		if r.Disturbed != "" {
+			t.Logf("%s: not judged: %s in %d runs (a loaded machine)", soName(r), r.Disturbed, r.Attempts)
+			continue
+		}
 		if r.RouterS <= 0 || r.RouterS > 1.5 {
 			t.Errorf("%s: the router stopped using the lost director after %.3f s; want BFD's ~0.3 s (under 1.5 s)", soName(r), r.RouterS)
 		}
@@ -66,12 +70,18 @@ func TestScaleOutQuick(t *testing.T) {
 		if (r.FlowSync || r.SecondChance) && (r.Broken != 0 || r.AffectedS >= 0.5 || r.Failed != 0) {
 			t.Errorf("%s: %d broken, %d failed, %.3f s affected; want 0, 0, < 0.5 s", soName(r), r.Broken, r.Failed, r.AffectedS)
 		}
+		if r.SecondChance && r.SecondChancePassed == 0 {
+			t.Errorf("%s: the real servers passed no segment on: second chance did not act", soName(r))
+		}
+		if r.FlowSync && r.SyncFlowsSent == 0 {
+			t.Errorf("%s: the directors sent no flow", soName(r))
+		}
 		if !r.FlowSync && !r.SecondChance && r.Broken == 0 {
 			t.Errorf("%s: no flow broken with neither: the case does not show what sync and second chance close", soName(r))
 		}
 	}
 	var table bytes.Buffer
-	if err := rep.WriteTable(&table); err != nil || !strings.Contains(table.String(), "| link | yes | yes | flow sync |") {
+	if err := rep.WriteTable(&table); err != nil || !strings.Contains(table.String(), "| link | yes | 1 | flow sync |") {
 		t.Errorf("table: %v\n%s", err, table.String())
 	}
 	if !strings.Contains(string(rep.JSON()), `"scale_out"`) {
