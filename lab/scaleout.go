@@ -70,8 +70,7 @@ type ScaleOutRow struct {
 	// Broken: long-lived flows reset, closed, timed out or answered by another real server.
 	Broken int     `json:"broken"`
 	StallS float64 `json:"stall_s"` // the longest request of a long-lived flow in the phase
-	// Moved: long-lived flows whose director changed (from the directors' flow counts), as a
-	// share of them; the spreads before the fault.
+	// The spreads before the fault.
 	SpreadDirectors []int `json:"spread_directors"` // new flows per director over 1 s of new connections
 	SpreadReals     []int `json:"spread_reals"`     // long-lived flows per real server
 	// What keeping the flows cost: flows and datagrams the directors' flow sync sent before
@@ -510,7 +509,6 @@ type soFlow struct {
 	real     string
 	brokenAt time.Time // zero: alive
 	why      string
-	maxTook  map[int64]time.Duration // the longest request per second since t0's epoch
 	reqs     []soReq
 }
 
