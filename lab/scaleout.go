@@ -38,7 +38,7 @@ const (
 	// soPatience bounds a long-lived flow's request: past TCP's retransmissions through a
 	// 9 s hold time (0.2 + 0.4 + ... + 6.4 s = 12.6 s), so that a flow that waits the
 	// detection out is a stall, not a break.
-	soPatience = 30 * time.Second
+	soPatience  = 30 * time.Second
 	soDirectors = 3
 	soReals     = 3
 	soASN       = 65010
