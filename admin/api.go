@@ -174,6 +174,7 @@ func (p *Plane) Handler() http.Handler {
 	mux.Handle("GET /api/pools", p.read(http.HandlerFunc(p.listPools)))
 	mux.Handle("GET /api/pools/{pool}", p.read(http.HandlerFunc(p.getPool)))
 	mux.Handle("GET /api/ha", p.read(http.HandlerFunc(p.getHA)))
+	mux.Handle("GET /api/bgp", p.read(http.HandlerFunc(p.getBGP)))
 	mux.HandleFunc("POST /api/pools/{pool}/backends", p.change(p.add))
 	mux.HandleFunc("DELETE /api/pools/{pool}/backends/{backend}", p.change(p.remove))
 	mux.HandleFunc("POST /api/pools/{pool}/backends/{backend}/{action}", p.change(p.action))
@@ -207,6 +208,8 @@ type PoolsResponse struct {
 	Directors []DirectorView `json:"directors,omitempty"`
 	// HA is the virtual router (admin/ha.go), when the configuration has an ha section.
 	HA *HAView `json:"ha,omitempty"`
+	// BGP is the BGP speaker (admin/bgp.go), when the configuration has a bgp section.
+	BGP *BGPView `json:"bgp,omitempty"`
 	// Listeners are the counters the data planes keep per listener (tcp and udp listeners,
 	// and http ones with accept_proxy).
 	Listeners []ListenerStats `json:"listeners"`
@@ -229,6 +232,7 @@ func (p *Plane) listPools(w http.ResponseWriter, _ *http.Request) {
 	out.Directors = p.directorViews()
 	out.Discovery, out.Fleet = p.discoveryViews(), p.fleetView()
 	out.HA = p.haView()
+	out.BGP = p.bgpView()
 	writeJSON(w, http.StatusOK, out)
 }
 

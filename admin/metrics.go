@@ -176,6 +176,9 @@ func (c *liveCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range directorDescs {
 		ch <- d
 	}
+	for _, d := range bgpDescs {
+		ch <- d
+	}
 	for _, d := range []*prometheus.Desc{dHAState, dHAPriority, dHAMasterPrio, dHASent, dHAReceived, dHAErrors, dHATransitions, dHAMasters, dHAARP, dHAFlowsSent, dHAFlowsDropped, dHAFlowsRecv, dHAFlowsInst} {
 		ch <- d
 	}
@@ -184,6 +187,7 @@ func (c *liveCollector) Describe(ch chan<- *prometheus.Desc) {
 func (c *liveCollector) Collect(ch chan<- prometheus.Metric) {
 	c.p.collectDirectors(ch)
 	c.collectHA(ch)
+	c.collectBGP(ch)
 	st := c.p.cur.Load()
 	if st == nil {
 		return

@@ -46,6 +46,7 @@ type Plane struct {
 	counters  atomic.Pointer[[]Counters]
 	directors atomic.Pointer[Directors] // ShowDirectors; nil without a director plane
 	ha        atomic.Pointer[HA]        // ShowHA (admin/ha.go)
+	bgp       atomic.Pointer[BGP]       // ShowBGP (admin/bgp.go)
 	listeners atomic.Pointer[[]ListenerCounters]
 	conns     atomic.Pointer[[]ConnCounters]
 	ds        discoveryState // ShowDiscovery, ShowFleet (discovery.go, fleet.go)

@@ -21,6 +21,14 @@ struct {
 	__uint(max_entries, 64 * 65537);
 } ring SEC(".maps");
 
+/* Second chance: slot -> the real ID the slot held before its last change (0: none). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__type(key, __u32);
+	__type(value, __u32);
+	__uint(max_entries, 64 * 65537);
+} ring_second SEC(".maps");
+
 /* Stable real ID -> address, next-hop MAC and state. */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);

@@ -16,6 +16,7 @@ struct pkt {
 };
 
 #define TCP_FIN 0x01
+#define TCP_SYN 0x02
 #define TCP_RST 0x04
 
 /* parse_at returns -1 when p describes a TCP or UDP packet over IPv4, else the counter to bump.

@@ -16,6 +16,8 @@ type Config struct {
 	Fleet *Fleet `yaml:"fleet,omitempty"`
 	// HA makes this instance one director of a VRRP virtual router: see ha.go.
 	HA *HA `yaml:"ha,omitempty"`
+	// BGP makes this instance one of several active directors behind routers: see bgp.go.
+	BGP *BGP `yaml:"bgp,omitempty"`
 }
 
 // Listener is one address Ballast accepts client connections on.

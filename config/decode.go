@@ -214,6 +214,16 @@ func (d *decoder) value(n *yaml.Node, v reflect.Value, path string) {
 			return
 		}
 		v.SetInt(i)
+	case reflect.Int64: // AS numbers and other 32-bit unsigned values
+		if isNull {
+			return
+		}
+		var i int64
+		if n.Kind != yaml.ScalarNode || n.Tag != "!!int" || n.Decode(&i) != nil {
+			d.errorf(p, path, "expected a whole number, got %s", kindName(n))
+			return
+		}
+		v.SetInt(i)
 	case reflect.Float64:
 		if isNull {
 			return

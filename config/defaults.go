@@ -79,6 +79,7 @@ func (d *decoder) defaults(c *Config) {
 	d.discoveryDefaults(c)
 	d.haDefaults(c)
 	d.adminDefaults(&c.Admin)
+	d.bgpDefaults(c)
 	if c.Logging.Level == "" {
 		c.Logging.Level = "info"
 	}

@@ -118,6 +118,7 @@ func (d *decoder) validate(c *Config) {
 	d.validateDirector(c, fail)
 	d.validateDiscovery(c, fail)
 	d.validateHA(c, fail)
+	d.validateBGP(c, fail)
 
 	d.validateAdmin(c, fail) // config/admin.go
 	if !oneOf(c.Logging.Level, logLevels) {

@@ -86,6 +86,21 @@ type Options struct {
 	// MoveDownFlows re-places the established flows of a down real server by the table;
 	// otherwise they stay with it (for a server that is only briefly failing its checks).
 	MoveDownFlows bool
+	// Seed is the cluster seed mixed into every VIP's Maglev table (Table): directors with the
+	// same seed and the same real servers build the same table, whatever order the real
+	// servers came in and whatever IDs they got, so that any of them places a flow the same
+	// way (several active directors behind ECMP). 0 is the table without a seed.
+	Seed uint32
+	// OwnMACOnly balances only the frames sent to the director's own MAC and passes the others
+	// to the kernel (which drops them): on a segment with several active directors, a frame a
+	// switch floods for a lost director's MAC reaches all of them, and each would forward it.
+	OwnMACOnly bool
+	// SecondChance (DR) is GLB's second chance: every table slot whose real server changed
+	// remembers the previous one; a flow picked up established (not a SYN) on such a slot is
+	// sent to the slot's real server with the previous one's address in the frame's source
+	// MAC, and the real server's program (realserver.Options.SecondChance) passes the packet
+	// to it when it holds no connection for it (docs/scale-out.md).
+	SecondChance bool
 	// NoGuard leaves out the NAT guard's policy routing rules (director/guard.go): then the
 	// kernel of a killed NAT director forwards the real servers' replies unrewritten.
 	NoGuard bool
@@ -221,6 +236,7 @@ func (d *Director) load() error {
 	spec.Maps[directorMapVips].MaxEntries = uint32(o.MaxVIPs)
 	spec.Maps[directorMapVipStats].MaxEntries = uint32(o.MaxVIPs)
 	spec.Maps[directorMapRing].MaxEntries = uint32(o.MaxVIPs * o.TableSize)
+	spec.Maps[directorMapRingSecond].MaxEntries = uint32(o.MaxVIPs * o.TableSize)
 	spec.Maps[directorMapReals].MaxEntries = uint32(o.MaxReals + 1) // ID 0 is "none"
 	spec.Maps[directorMapRealStats].MaxEntries = uint32(o.MaxReals + 1)
 	spec.Maps[directorMapConns].MaxEntries = uint32(o.ConnTableSize)
@@ -302,6 +318,12 @@ func (d *Director) writeConfig() error {
 	c.NowNs = monotonic()
 	if d.flowEvents.Load() {
 		c.Flags |= cfgFlagFlowEvents
+	}
+	if d.opts.OwnMACOnly {
+		c.Flags |= cfgFlagOwnMAC
+	}
+	if d.opts.SecondChance {
+		c.Flags |= cfgFlagSecondChance
 	}
 	return d.objs.Config.Put(uint32(0), c)
 }

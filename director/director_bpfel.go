@@ -98,6 +98,7 @@ const (
 	directorMapRealStats        = "real_stats"
 	directorMapReals            = "reals"
 	directorMapRing             = "ring"
+	directorMapRingSecond       = "ring_second"
 	directorMapVipStats         = "vip_stats"
 	directorMapVips             = "vips"
 	directorProgBallastDirector = "ballast_director"
@@ -163,6 +164,7 @@ type directorMapSpecs struct {
 	RealStats  *ebpf.MapSpec `ebpf:"real_stats"`
 	Reals      *ebpf.MapSpec `ebpf:"reals"`
 	Ring       *ebpf.MapSpec `ebpf:"ring"`
+	RingSecond *ebpf.MapSpec `ebpf:"ring_second"`
 	VipStats   *ebpf.MapSpec `ebpf:"vip_stats"`
 	Vips       *ebpf.MapSpec `ebpf:"vips"`
 }
@@ -202,6 +204,7 @@ type directorMaps struct {
 	RealStats  *ebpf.Map `ebpf:"real_stats"`
 	Reals      *ebpf.Map `ebpf:"reals"`
 	Ring       *ebpf.Map `ebpf:"ring"`
+	RingSecond *ebpf.Map `ebpf:"ring_second"`
 	VipStats   *ebpf.Map `ebpf:"vip_stats"`
 	Vips       *ebpf.Map `ebpf:"vips"`
 }
@@ -216,6 +219,7 @@ func (m *directorMaps) Close() error {
 		m.RealStats,
 		m.Reals,
 		m.Ring,
+		m.RingSecond,
 		m.VipStats,
 		m.Vips,
 	)

@@ -24,6 +24,8 @@ var counterNames = []string{
 	"tc_nat",          // NAT: rewritten and sent by the tc program (the two above)
 	"tc_drop_too_big", // NAT: larger than the egress MTU and not a GSO packet; dropped by the tc program
 	"flow_event_lost", // flow sync: a new flow not reported (the event ring was full)
+	"pass_other_host", // Options.OwnMACOnly: a VIP's frame sent to another host's MAC (flooded by a switch)
+	"second_chance",   // Options.SecondChance: a DR frame sent with its second-chance real server's address
 }
 
 // Counters returns the program's packet counters by name (see counterNames in stats.go and

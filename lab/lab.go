@@ -117,6 +117,7 @@ var scenarios = []scenario{
 	{"lvs-modes", runLVSModes}, // lvsmodes.go; root only
 	{"failover", runFailover},  // failover.go; root only
 	{"jitter", runJitter},      // jitter.go: what the model's ranges draw
+	{"scale-out", runScaleOut}, // scaleout.go; root only
 }
 
 // Names lists the scenarios in the order `all` runs them.

@@ -424,6 +424,8 @@ func TestScenariosQuick(t *testing.T) {
 				t.Skip("TestLVSModesQuick runs it (root, network namespaces)")
 			case "failover":
 				t.Skip("TestFailoverQuick runs it (root, network namespaces)")
+			case "scale-out":
+				t.Skip("TestScaleOutQuick runs it (root, network namespaces, FRR)")
 			}
 			rep, err := Run(context.Background(), name, Options{Ballast: ballastBin, Quick: true})
 			if err != nil {

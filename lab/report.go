@@ -125,6 +125,8 @@ type Report struct {
 	charts func(r *Report, dir string) error
 	// Failover holds the failover scenario's rows (failover.go); empty for the others.
 	Failover []FailoverRow `json:"failover,omitempty"`
+	// ScaleOut holds the scale-out scenario's rows (scaleout.go); empty for the others.
+	ScaleOut []ScaleOutRow `json:"scale_out,omitempty"`
 	// table, when set, prints the scenario's own table instead of the generic one.
 	table func(r *Report, w io.Writer) error
 }

@@ -40,6 +40,7 @@ type Server struct {
 	disc   *discoveryPlane // the pools' discovery sources (discovery.go)
 	fleet  fleetState      // the fleet on etcd (fleet.go)
 	ha     *haPlane        // the VRRP virtual router (server/ha.go), last of the planes
+	bgp    *bgpPlane       // the BGP speaker of a scale-out director (server/bgp.go)
 
 	mu        sync.Mutex // guards cfg and listeners against readers outside the signal loop
 	cfg       *config.Config
@@ -74,6 +75,9 @@ func Start(cfg *config.Config, o Options) (*Server, error) {
 	s.ha = newHAPlane(o.Logger, xdp) // after the directors: flow sync needs them swapped in
 	s.planes = append(s.planes, s.ha)
 	s.ops.ShowHA(s.ha)
+	s.bgp = newBGPPlane(o.Logger, xdp) // after the directors: it reads their tables
+	s.planes = append(s.planes, s.bgp)
+	s.ops.ShowBGP(s.bgp)
 	s.ops.CountListeners(http, l4)
 	s.ops.CountConns(l4)
 	s.disc = newDiscoveryPlane(ctx, o.Logger)
@@ -98,6 +102,7 @@ func Start(cfg *config.Config, o Options) (*Server, error) {
 	}
 	undo := func() {
 		_ = s.ha.Shutdown(context.Background())
+		_ = s.bgp.Shutdown(context.Background())
 		_ = xdp.Shutdown(context.Background()) // detaches directors the swap attached
 		closeSockets(opened)
 		closePools(pools)
@@ -303,6 +308,8 @@ func (s *Server) install(cfg *config.Config) error {
 func (s *Server) Shutdown(ctx context.Context) error {
 	// An HA master steps down first and keeps forwarding until another director takes over.
 	s.ha.resign(ctx)
+	// A scale-out director withdraws its routes and forwards while the routers move the flows.
+	s.bgp.withdraw(ctx)
 	// The planes stop together, so that none keeps accepting while another drains.
 	errs := make([]error, len(s.planes))
 	var wg sync.WaitGroup

@@ -149,7 +149,8 @@ func (p *xdpPlane) Swap(cfg *config.Config, pools map[string]*upstream.Pool) err
 		if p.dirs[iface] != nil {
 			continue
 		}
-		d, err := director.New(director.Options{Iface: iface, Mode: w.mode, TableSize: w.tableSize, Logger: p.logger})
+		d, err := director.New(director.Options{Iface: iface, Mode: w.mode, TableSize: w.tableSize, Seed: clusterSeed(cfg), OwnMACOnly: cfg.BGP != nil,
+			SecondChance: cfg.BGP != nil && cfg.BGP.SecondChance, Logger: p.logger})
 		if err != nil {
 			for _, s := range started {
 				_ = s.d.Close()

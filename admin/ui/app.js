@@ -225,6 +225,7 @@
     }
     for (const [name, s] of pools) if (!seen.has(name)) { s.section.remove(); pools.delete(name); }
     renderHA(data.ha);
+    renderBGP(data.bgp);
     renderDirectors(data.directors || []);
     renderDiscovery(data.discovery || [], data.fleet);
     renderListeners(data.listeners || []);
@@ -294,6 +295,44 @@
       tr.append(el("th", null, k), el("td", null, v));
       tbody.append(tr);
     }
+  }
+
+  // The BGP speaker (admin/bgp.go): sessions with the routers, what is announced and why.
+  const bgpEl = document.getElementById("bgp");
+  function renderBGP(b) {
+    bgpEl.hidden = !b;
+    if (!b) return;
+    const st = document.getElementById("bgp-state");
+    st.textContent = b.draining ? "draining" : b.announced + " announced";
+    st.className = "hastate " + (b.draining ? "ha-fault" : b.announced > 0 ? "ha-master" : "ha-backup");
+    bgpEl.dataset.state = b.draining ? "draining" : "announcing";
+    const sessions = bgpEl.querySelector("table.bgp-sessions tbody");
+    sessions.replaceChildren();
+    for (const s of b.sessions || []) {
+      const tr = el("tr");
+      tr.dataset.peer = s.peer;
+      tr.dataset.state = s.state;
+      tr.append(el("td", null, s.peer), el("td", null, String(s.asn)), el("td", null, s.state), el("td", null, s.uptime || "-"),
+        el("td", null, String(s.prefixes_sent)), el("td", null, s.bfd ? s.bfd + " (" + (s.bfd_failures || 0) + " failures)" : "off"));
+      sessions.append(tr);
+    }
+    const routes = bgpEl.querySelector("table.bgp-routes tbody");
+    routes.replaceChildren();
+    for (const r of b.routes || []) {
+      const tr = el("tr");
+      tr.dataset.prefix = r.prefix;
+      tr.dataset.announced = String(r.announced);
+      tr.append(el("td", null, r.prefix), el("td", null, r.announced ? "yes" : "no"), el("td", null, r.reason));
+      routes.append(tr);
+    }
+    let sum = "AS " + b.asn + " · router ID " + b.router_id + " · BFD " + b.bfd_timers + " · cluster seed " + b.cluster_seed +
+      " · " + b.announcements + " announcements, " + b.withdrawals + " withdrawals";
+    if (b.flow_sync) {
+      const f = b.flow_sync;
+      sum += " · flow sync: " + f.flows_sent + " sent, " + f.flows_dropped + " dropped, " + f.flows_received + " received, " + f.flows_installed + " installed";
+    }
+    if (b.error) sum += " · error: " + b.error;
+    document.getElementById("bgp-summary").textContent = sum;
   }
 
   // The XDP directors (admin/director.go): one table per VIP, one row per real server.

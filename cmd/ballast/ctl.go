@@ -23,6 +23,7 @@ const ctlUsage = `usage: ballast ctl [--admin URL] [--token T] [--fleet] COMMAND
 commands:
   status [--json]                  pools, backends and XDP directors with live state
   ha [--json]                      the HA virtual router: state, priority, master, adverts
+  bgp [--json]                     BGP sessions (state, uptime, prefixes sent, BFD), what is announced and why
   drain   POOL BACKEND             no new requests; in-flight ones finish
   disable POOL BACKEND             out of rotation (maintenance)
   enable  POOL BACKEND             undo drain/disable (slow start applies)
@@ -83,6 +84,8 @@ func runCtl(args []string, stdout, stderr io.Writer) int {
 		return 0
 	case "ha":
 		return ctlHA(ctx, c, rest, stdout, stderr)
+	case "bgp":
+		return ctlBGP(ctx, c, rest, stdout, stderr)
 	case "drain", "disable", "enable", "remove":
 		if len(rest) != 2 {
 			fmt.Fprintf(stderr, "usage: ballast ctl %s POOL BACKEND\n", cmd)

@@ -37,6 +37,12 @@ var (
 	ClientIP   = netip.MustParseAddr("10.77.0.1")
 	DirectorIP = netip.MustParseAddr("10.77.0.2")
 	VIP        = netip.MustParseAddr("10.77.1.100")
+	// With Options.Router: the router's address on the segment and on the client's link, and
+	// the client's address behind it (its own subnet, 10.77.2.0/24).
+	RouterIP       = netip.MustParseAddr("10.77.0.254")
+	RouterClientIP = netip.MustParseAddr("10.77.2.254")
+	RoutedClientIP = netip.MustParseAddr("10.77.2.1")
+	ClientNet      = netip.MustParsePrefix("10.77.2.0/24")
 )
 
 // RealIP is the address of real server i.
@@ -54,9 +60,11 @@ type Node struct {
 
 // Lab is a built topology.
 type Lab struct {
-	orig     netns.NsHandle
-	sw       netns.NsHandle
-	Client   *Node
+	orig   netns.NsHandle
+	sw     netns.NsHandle
+	Client *Node
+	// Router is the router between the client and the segment (Options.Router), else nil.
+	Router   *Node
 	Director *Node // Directors[0]
 	// Directors are the directors: one unless Options.Directors says more.
 	Directors []*Node
@@ -73,6 +81,11 @@ type Options struct {
 	// MTU of the director's and real servers' links and the bridge; the client keeps 1500
 	// (TUN needs room for 20 more bytes on the tunnel path).
 	MTU int
+	// Router puts the client behind a router (router.go): the client is RoutedClientIP on a
+	// link of its own to the router, which is RouterIP on the segment and forwards with a
+	// 5-tuple ECMP hash; the other nodes route ClientNet via the router, and the VIP has no
+	// route until one is installed in the router (by BGP, say).
+	Router bool
 }
 
 // New builds the topology. It needs root (CAP_NET_ADMIN and CAP_SYS_ADMIN).
@@ -105,7 +118,11 @@ func New(o Options) (_ *Lab, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("netlab: bridge: %w", err)
 	}
-	if l.Client, err = l.addNode("client", ClientIP, 1500); err != nil {
+	if o.Router {
+		if err := l.addRouter(); err != nil {
+			return nil, err
+		}
+	} else if l.Client, err = l.addNode("client", ClientIP, 1500); err != nil {
 		return nil, err
 	}
 	for i := range max(o.Directors, 1) {
@@ -126,6 +143,9 @@ func New(o Options) (_ *Lab, err error) {
 			return nil, err
 		}
 		l.Reals = append(l.Reals, n)
+	}
+	if o.Router {
+		return l, l.routeClientNet()
 	}
 	err = l.In(l.Client.NS, func() error { return route(VIP, DirectorIP) })
 	if err != nil {
