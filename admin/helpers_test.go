@@ -111,6 +111,12 @@ func pool(name string, bs ...*testBackend) config.Pool {
 // startStack checks cfg as a file would be (defaults filled), binds everything and serves.
 func startStack(t *testing.T, token string, pcs ...config.Pool) *stack {
 	t.Helper()
+	return startStackAdmin(t, config.Admin{Address: "127.0.0.1:0", Token: token}, pcs...)
+}
+
+// startStackAdmin is startStack with the admin section given whole.
+func startStackAdmin(t *testing.T, admin config.Admin, pcs ...config.Pool) *stack {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -118,7 +124,7 @@ func startStack(t *testing.T, token string, pcs ...config.Pool) *stack {
 	cfg := &config.Config{
 		Listeners: []config.Listener{{Name: "web", Address: ln.Addr().String()}},
 		Pools:     pcs,
-		Admin:     config.Admin{Address: "127.0.0.1:0", Token: token},
+		Admin:     admin,
 	}
 	if err := config.Check("test", cfg); err != nil {
 		t.Fatal(err)

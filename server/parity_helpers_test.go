@@ -199,20 +199,29 @@ type h2conn struct {
 
 func newH2Conn(t *testing.T, c net.Conn, isTLS bool) *h2conn {
 	t.Helper()
-	if _, err := io.WriteString(c, http2.ClientPreface); err != nil {
+	h, err := openH2(c, isTLS)
+	if err != nil {
 		t.Fatal(err)
+	}
+	return h
+}
+
+// openH2 sends the client preface, SETTINGS and a connection window on c.
+func openH2(c net.Conn, isTLS bool) (*h2conn, error) {
+	if _, err := io.WriteString(c, http2.ClientPreface); err != nil {
+		return nil, err
 	}
 	h := &h2conn{fr: http2.NewFramer(c, c), tls: isTLS}
 	h.fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
 	h.fr.MaxHeaderListSize = 1 << 20
 	h.enc = hpack.NewEncoder(&h.hb)
 	if err := h.fr.WriteSettings(); err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	if err := h.fr.WriteWindowUpdate(0, 1<<30); err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
-	return h
+	return h, nil
 }
 
 // do sends r on stream id and reads its answer.
@@ -241,7 +250,7 @@ func (h *h2conn) do(t *testing.T, id uint32, r preq) presp {
 	}
 	endStream := r.body == "" && !r.partial
 	if err := fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: h.hb.Bytes(), EndHeaders: true, EndStream: endStream}); err != nil {
-		t.Fatal(err)
+		return presp{reset: true} // the connection was closed under the write
 	}
 	if r.body != "" && !r.partial {
 		if err := fr.WriteData(id, true, []byte(r.body)); err != nil {

@@ -702,7 +702,11 @@ func secondConn(t *testing.T, tr transport, addr string) (presp, bool) {
 	}
 	var got presp
 	if tr.h2 {
-		got = newH2Conn(t, conn, tr.tls).do(t, 1, preq{}.withDefaults())
+		h, err := openH2(conn, tr.tls)
+		if err != nil {
+			return presp{}, false // closed (reset) while the preface was sent
+		}
+		got = h.do(t, 1, preq{}.withDefaults())
 	} else {
 		got = h1Do(t, conn, preq{}.withDefaults())
 	}
