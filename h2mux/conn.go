@@ -759,6 +759,20 @@ func (c *Conn) writeGoAway(code ErrCode, debug string) {
 	c.goAwaySent, c.goAwayLast = true, c.maxClientID
 }
 
+// Cancel ends s from the owner's side with RST_STREAM code (a response it cannot complete:
+// its backend broke after the head). The stream is gone at once; the Handler is not told
+// (no Reset), and the reset does not count against the client's reset budget.
+func (c *Conn) Cancel(s *Stream, code ErrCode) {
+	if s.released || c.err != nil {
+		return
+	}
+	c.enter()
+	defer c.leave()
+	s.remoteDone, s.localDone = true, true
+	c.writeRST(s.id, code)
+	c.release(s)
+}
+
 // Shutdown starts a graceful close: GOAWAY NO_ERROR naming the last stream the client
 // opened; the streams open go on, new ones are refused, and Done reports true once none is
 // left.

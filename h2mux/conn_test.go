@@ -323,3 +323,35 @@ func TestConnectionEnd(t *testing.T) {
 		t.Errorf("after Abort: %q, Done %v", last, cl.c.Done())
 	}
 }
+
+// The owner cancels a stream whose response it cannot complete: RST_STREAM with its code, the
+// Handler not told, the stream gone, the client's reset budget untouched, and the frames the
+// client still sends on it ignored.
+func TestOwnerCancel(t *testing.T) {
+	cl := newClient(t, Config{ResetBurst: 1})
+	cl.r.hold = true
+	cl.exchange(func() { cl.headers(1, false, head("POST")...) })
+	s := cl.c.streams[1]
+	if err := cl.c.Headers(s, 200).Send(false); err != nil {
+		t.Fatal(err)
+	}
+	cl.c.Cancel(s, ErrCodeInternal)
+	cl.drain()
+	wantFrames(t, cl.frames(), "HEADERS 1 :status=200", "RST 1 INTERNAL_ERROR")
+	if cl.c.NumStreams() != 0 {
+		t.Errorf("%d streams after Cancel", cl.c.NumStreams())
+	}
+	for _, e := range cl.r.events {
+		if strings.HasPrefix(e, "reset ") {
+			t.Errorf("the Handler was told of the owner's cancel: %q", cl.r.events)
+		}
+	}
+	got := cl.exchange(func() {
+		cl.data(1, true, []byte("late"))
+		cl.headers(3, true, getHead...)
+		cl.fr.WriteRSTStream(3, http2.ErrCodeCancel)
+	})
+	if cl.err != nil {
+		t.Fatalf("after the cancel: %v (frames %q)", cl.err, got)
+	}
+}

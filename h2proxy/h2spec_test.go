@@ -14,19 +14,11 @@ import (
 	"testing"
 )
 
-// h2specDeviations are the h2spec cases Ballast's front end fails, each with the reason. The
+// h2specDeviations are the h2spec cases Ballast's front end fails, each with the reason (none:
+// Ballast's own HTTP/2 state machine, h2mux, meets every case). The
 // test fails on any other failure, and on a listed one that starts to pass (the list must stay
 // true). Keys are "package: case".
-var h2specDeviations = map[string]string{
-	// x/net/http2 answers a request with a connection-specific field or TE other than trailers
-	// with 400 from a handler of its own, before any of Ballast's runs, and ends the stream
-	// instead of resetting it (RFC 9113 §8.2.2 asks for a stream error; §8.1.1 lets a server
-	// answer a malformed request first). It is never forwarded. Meeting it on x/net would take
-	// a change to x/net or a frame filter that decodes every header block in step with x/net's
-	// HPACK state; Ballast's own HTTP/2 connection state machine (issue 21) must meet it.
-	"http2/8.1.2.2: Sends a HEADERS frame that contains the connection-specific header field":                     "400 instead of RST_STREAM (RFC 9113 §8.1.1 allows a response)",
-	`http2/8.1.2.2: Sends a HEADERS frame that contains the TE header field with any value other than "trailers"`: "400 instead of RST_STREAM (RFC 9113 §8.1.1 allows a response)",
-}
+var h2specDeviations = map[string]string{}
 
 // h2cDeviations apply to the h2c listener only (none: bytes that are neither the HTTP/2
 // preface nor an HTTP/1 request line close the connection, as h2spec 3.5 wants).
