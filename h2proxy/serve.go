@@ -300,8 +300,8 @@ type h2stream struct {
 	bodyErr    error
 	bodyClosed bool
 	trailers   http.Header // received, handed to req.Trailer with the body's EOF
-	expect     bool // Expect: 100-continue, not answered yet
-	blocked    bool // (mu) WriteData took less than it was given: wait for Writable
+	expect     bool        // Expect: 100-continue, not answered yet
+	blocked    bool        // (mu) WriteData took less than it was given: wait for Writable
 
 	// the response
 	hdr         http.Header
