@@ -93,6 +93,15 @@ type Handler interface {
 	GoAway(code ErrCode, debug []byte)
 }
 
+// Refuser is an optional interface of a Handler: Refused reports a request head the
+// connection refused itself and never handed over, for its access-log line: status 431 for a
+// head past the header limits (answered 431), 400 for a malformed one (reset with
+// PROTOCOL_ERROR). method and path are the head's :method and :path as decoded (maybe
+// empty, unchecked); reason names the rule. It runs inside Feed, like the Handler's methods.
+type Refuser interface {
+	Refused(method, path string, status int, reason string)
+}
+
 // Request is a request head. Fields are the regular fields in order, lowercase and checked
 // (RFC 9113 §8.2); a request's cookie may arrive split over several "cookie" fields (RFC 9113
 // §8.2.3), which an HTTP/1.1 request joins with "; ".

@@ -355,3 +355,22 @@ func TestOwnerCancel(t *testing.T) {
 		t.Fatalf("after the cancel: %v (frames %q)", cl.err, got)
 	}
 }
+
+// A Handler that is a Refuser hears of every request head the connection refused itself (for
+// its access-log line): 431 past the header limits, 400 for a malformed head, with the
+// :method and :path the head had.
+func TestRefused(t *testing.T) {
+	cl := newClient(t, Config{MaxHeaderListSize: 4096})
+	cl.exchange(func() {
+		cl.headers(1, true, head("GET", "x-a", strings.Repeat("a", 2000), "x-b", strings.Repeat("b", 2000))...)
+		cl.headers(3, true, head("GET", "connection", "close")...)
+		cl.headers(5, true, getHead...)
+	})
+	want := []string{
+		"431 GET /: request head past the header list limit (431)",
+		"400 GET /: connection-specific field connection",
+	}
+	if strings.Join(cl.r.refused, "\n") != strings.Join(want, "\n") || len(cl.r.reqs) != 1 {
+		t.Errorf("refused %q, want %q; %d requests handed over", cl.r.refused, want, len(cl.r.reqs))
+	}
+}

@@ -14,6 +14,7 @@ import (
 
 	"golang.org/x/net/http2/hpack"
 
+	"ballast/accesslog"
 	"ballast/h2mux"
 )
 
@@ -282,6 +283,14 @@ func (h *h2conn) Writable(s *h2mux.Stream) {
 }
 
 func (h *h2conn) GoAway(h2mux.ErrCode, []byte) {}
+
+// Refused logs a request head the Conn refused itself (431, or a malformed head reset with
+// PROTOCOL_ERROR as 400): every request gets its access-log line, as over HTTP/1.
+func (h *h2conn) Refused(method, path string, status int, reason string) {
+	cs := h.cs
+	cs.proxy.core.LogRefused(cs.listener, cs.client, s2b(method), s2b(path), proto2, status, accesslog.TermRefused)
+	cs.proxy.logger.Debug("refused HTTP/2 request", "client", cs.clientStr, "status", status, "reason", reason)
+}
 
 // h2stream is one stream: the http.Request's body and the http.ResponseWriter the handler
 // writes to. Fields marked (mu) are guarded by the connection's mutex; the others belong to
