@@ -62,6 +62,8 @@ func (p *Proxy) config(l *config.Listener) h2mux.Config {
 		MaxHeaderListSize:    maxHdr,
 		ResetBurst:           MaxClientResetsPerSecond,
 		IdleTimeout:          idle,
+		PingAfter:            PingAfter,
+		PingTimeout:          PingTimeout,
 		Counters:             &p.counters,
 		Buffers:              muxBuffers{},
 	}

@@ -186,7 +186,7 @@ func (h *h2conn) linger() {
 // tick runs the Conn's timers when the Deadline the timer was set for has come.
 func (h *h2conn) tick() {
 	h.mu.Lock()
-	h.armed = -1 // re-arm whatever Deadline says now
+	h.armed = 0 // re-arm for whatever Deadline says now
 	_ = h.mux.Tick()
 	h.unlock()
 }
@@ -194,13 +194,12 @@ func (h *h2conn) tick() {
 // kick, with h.mu held, re-arms the timer for the Conn's Deadline and wakes the writer when
 // there is output (or the Conn is done).
 func (h *h2conn) kick() {
-	if d := h.mux.Deadline(); d != h.armed {
+	// The timer is moved only when the Conn needs it sooner: a later Deadline (each read
+	// moves the PING on silence) waits for the timer, whose Tick does nothing early and
+	// re-arms it.
+	if d := h.mux.Deadline(); d != 0 && (h.armed <= 0 || d < h.armed) {
 		h.armed = d
-		if d == 0 {
-			h.timer.Stop()
-		} else {
-			h.timer.Reset(time.Duration(d - monoNow()))
-		}
+		h.timer.Reset(time.Duration(d - monoNow()))
 	}
 	if len(h.mux.Output()) > 0 || h.mux.Done() && !h.closing {
 		select {
