@@ -57,19 +57,25 @@ type h2conn struct {
 	nc  net.Conn
 	tls *cryptotls.ConnectionState
 
-	mu      sync.Mutex // guards mux and everything the streams share with it
-	mux     *h2mux.Conn
-	armed   int64 // the Deadline the timer is set for (0: none)
-	timer   *time.Timer
-	wake    chan struct{} // capacity 1: output to write, or the connection is done
-	stop    chan struct{} // closed when the reader ended: the writer stops
-	closing bool          // the writer has drained the last output of a Done connection
-	streams sync.WaitGroup
+	mu       sync.Mutex // guards mux and everything the streams share with it
+	mux      *h2mux.Conn
+	armed    int64 // the Deadline the timer is set for (0: none)
+	timer    *time.Timer
+	writing  bool // a flusher goroutine runs
+	gone     bool // the reader ended: no more flushers
+	closing  bool // the last output of a Done connection is written
+	flushers sync.WaitGroup
+	streams  sync.WaitGroup
+	small    [idleReadBuffer]byte // what an idle connection reads into
 }
+
+// idleReadBuffer is the read buffer of a connection with no stream open: a new request's
+// frames fill it, and the next reads take a pooled readBuffer until the streams are done.
+const idleReadBuffer = 512
 
 // serveMux serves c with an h2mux.Conn until it closes and every stream's goroutine is done.
 func (cs *connState) serveMux(c net.Conn, cfg h2mux.Config) {
-	h := &h2conn{cs: cs, nc: c, wake: make(chan struct{}, 1), stop: make(chan struct{})}
+	h := &h2conn{cs: cs, nc: c}
 	if tc, ok := c.(*cryptotls.Conn); ok {
 		st := tc.ConnectionState()
 		h.tls = &st
@@ -88,11 +94,11 @@ func (cs *connState) serveMux(c net.Conn, cfg h2mux.Config) {
 		h.mux.Shutdown()
 	}
 	h.unlock() // the server preface
-	writerDone := make(chan struct{})
-	go func() { h.writeLoop(); close(writerDone) }()
 	h.readLoop()
-	close(h.stop)
-	<-writerDone
+	h.mu.Lock()
+	h.gone = true
+	h.mu.Unlock()
+	h.flushers.Wait()
 	h.timer.Stop()
 	_ = c.Close()
 	h.streams.Wait()
@@ -101,23 +107,39 @@ func (cs *connState) serveMux(c net.Conn, cfg h2mux.Config) {
 	p.mu.Unlock()
 }
 
-// readLoop feeds the Conn what the client sends until the socket fails or closes.
+// readLoop feeds the Conn what the client sends until the socket fails or closes. A
+// connection without open streams reads into its small buffer; one that is busy into a
+// pooled buffer of readBuffer bytes, given back when its streams are done.
 func (h *h2conn) readLoop() {
-	bp := readPool.Get().(*[]byte)
-	defer readPool.Put(bp)
-	buf := *bp
+	var bp *[]byte
+	defer func() {
+		if bp != nil {
+			readPool.Put(bp)
+		}
+	}()
 	lingered := 0
 	for {
+		buf := h.small[:]
+		if bp != nil {
+			buf = *bp
+		}
 		n, err := h.nc.Read(buf)
 		if n > 0 {
 			h.mu.Lock()
 			_ = h.mux.Feed(buf[:n]) // an error leaves GOAWAY in the output and Done true
-			closing := h.closing
+			closing, idle := h.closing, h.mux.NumStreams() == 0
 			h.unlock()
 			if closing {
 				if lingered += n; lingered > maxLinger {
 					return // a client that floods on after the GOAWAY: close now
 				}
+			}
+			switch {
+			case bp == nil && n == len(buf):
+				bp = readPool.Get().(*[]byte)
+			case bp != nil && idle && n < len(buf):
+				readPool.Put(bp)
+				bp = nil
 			}
 		}
 		if err != nil {
@@ -129,47 +151,44 @@ func (h *h2conn) readLoop() {
 	}
 }
 
-// writeLoop writes what the Conn framed, every batch that became ready together in one
-// system call, until the Conn is done (then it half-closes and lets the reader finish) or
-// the reader ended.
-func (h *h2conn) writeLoop() {
+// flush writes what the Conn framed, every batch that became ready meanwhile in one system
+// call, until nothing is left; when the Conn is done it half-closes and lets the reader
+// finish. It runs on a goroutine of its own, started by kick when output waits and no
+// flusher runs, so an idle connection has none.
+func (h *h2conn) flush() {
+	defer h.flushers.Done()
 	var wbuf *[]byte // from framePool while there is something to write
-	for {
-		select {
-		case <-h.wake:
-		case <-h.stop:
+	h.mu.Lock()
+	for out := h.mux.Output(); len(out) > 0; out = h.mux.Output() {
+		if wbuf == nil {
+			wbuf = framePool.Get().(*[]byte)
+		}
+		*wbuf = append((*wbuf)[:0], out...)
+		h.mux.Advance(len(out)) // streams that waited for output room may go on
+		h.kick()
+		h.mu.Unlock()
+		_ = h.nc.SetWriteDeadline(time.Now().Add(h2mux.DefaultStallTimeout))
+		_, err := h.nc.Write(*wbuf)
+		h.mu.Lock()
+		if err != nil {
+			h.mux.Abort()
+			h.writing, h.gone = false, true
+			h.kick() // the timer only: no flusher after this one
+			h.mu.Unlock()
+			putFrames(wbuf)
+			_ = h.nc.Close() // the reader stops too
 			return
 		}
-		h.mu.Lock()
-		for out := h.mux.Output(); len(out) > 0; out = h.mux.Output() {
-			if wbuf == nil {
-				wbuf = framePool.Get().(*[]byte)
-			}
-			*wbuf = append((*wbuf)[:0], out...)
-			h.mux.Advance(len(out)) // streams that waited for output room may go on
-			h.kick()
-			h.mu.Unlock()
-			_ = h.nc.SetWriteDeadline(time.Now().Add(h2mux.DefaultStallTimeout))
-			_, err := h.nc.Write(*wbuf)
-			h.mu.Lock()
-			if err != nil {
-				h.mux.Abort()
-				h.kick()
-				h.mu.Unlock()
-				_ = h.nc.Close() // the reader stops too
-				return
-			}
-		}
-		done := h.mux.Done() && !h.closing
-		if done {
-			h.closing = true
-		}
-		h.mu.Unlock()
-		putFrames(wbuf)
-		wbuf = nil
-		if done {
-			h.linger()
-		}
+	}
+	done := h.mux.Done() && !h.closing
+	if done {
+		h.closing = true
+	}
+	h.writing = false
+	h.mu.Unlock()
+	putFrames(wbuf)
+	if done {
+		h.linger()
 	}
 }
 
@@ -191,8 +210,8 @@ func (h *h2conn) tick() {
 	h.unlock()
 }
 
-// kick, with h.mu held, re-arms the timer for the Conn's Deadline and wakes the writer when
-// there is output (or the Conn is done).
+// kick, with h.mu held, re-arms the timer for the Conn's Deadline and starts a flusher when
+// there is output (or the Conn is done) and none runs.
 func (h *h2conn) kick() {
 	// The timer is moved only when the Conn needs it sooner: a later Deadline (each read
 	// moves the PING on silence) waits for the timer, whose Tick does nothing early and
@@ -201,11 +220,10 @@ func (h *h2conn) kick() {
 		h.armed = d
 		h.timer.Reset(time.Duration(d - monoNow()))
 	}
-	if len(h.mux.Output()) > 0 || h.mux.Done() && !h.closing {
-		select {
-		case h.wake <- struct{}{}:
-		default:
-		}
+	if !h.writing && !h.gone && (len(h.mux.Output()) > 0 || h.mux.Done() && !h.closing) {
+		h.writing = true
+		h.flushers.Add(1)
+		go h.flush()
 	}
 }
 
