@@ -66,6 +66,7 @@ type h2conn struct {
 	closing  bool // the last output of a Done connection is written
 	flushers sync.WaitGroup
 	streams  sync.WaitGroup
+	workers  *workerShard // where its streams' handlers run
 	small    [idleReadBuffer]byte // what an idle connection reads into
 }
 
@@ -75,7 +76,7 @@ const idleReadBuffer = 512
 
 // serveMux serves c with an h2mux.Conn until it closes and every stream's goroutine is done.
 func (cs *connState) serveMux(c net.Conn, cfg h2mux.Config) {
-	h := &h2conn{cs: cs, nc: c}
+	h := &h2conn{cs: cs, nc: c, workers: pickShard()}
 	if tc, ok := c.(*cryptotls.Conn); ok {
 		st := tc.ConnectionState()
 		h.tls = &st
@@ -254,7 +255,7 @@ func (h *h2conn) Request(s *h2mux.Stream, req *h2mux.Request, end bool) {
 	s.User = st
 	st.req = r
 	h.streams.Add(1)
-	go st.serve()
+	h.workers.run(st)
 }
 
 func (h *h2conn) Data(s *h2mux.Stream, p []byte, end bool) {
