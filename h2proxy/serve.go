@@ -467,7 +467,10 @@ func (st *h2stream) Read(p []byte) (int, error) {
 		if st.s != nil {
 			h.mux.Consumed(st.s, n)
 		}
-		if st.bodyOff == len(st.body) {
+		if st.bodyOff == len(st.body) { // drained: a large buffer is not kept (many streams)
+			if cap(st.body) > maxStreamBuffer {
+				st.body = nil
+			}
 			st.body, st.bodyOff = st.body[:0], 0
 		}
 		return n, nil
