@@ -407,3 +407,26 @@ pools: [{name: p, protocol: h2c, backends: [{address: %s}]}]
 		t.Errorf("no access-log line for %v; lines:\n%s", want, strings.Join(lines, "\n"))
 	}
 }
+
+// A client that floods PINGs and reads nothing (CVE-2019-9512): the acknowledgements queued
+// unwritten pass the control-frame limit, the connection ends, and the server stops taking
+// the flood (the client's writes fail) within a bounded number of bytes.
+func TestH2PingFloodWithoutReading(t *testing.T) {
+	addr := limitsServer(t, "", http.NotFoundHandler())
+	r := dialRaw(t, addr)
+	_ = r.c.(*net.TCPConn).SetReadBuffer(4 << 10) // the client's socket fills quickly
+	begin := time.Now()
+	var data [8]byte
+	sent := 0
+	var err error
+	for sent < 2_000_000 && time.Since(begin) < 15*time.Second {
+		if err = r.fr.WritePing(false, data); err != nil {
+			break
+		}
+		sent++
+	}
+	if err == nil {
+		t.Fatalf("the server took %d PINGs in %v from a client that reads nothing", sent, time.Since(begin))
+	}
+	t.Logf("the connection ended after %d PINGs, %v: %v", sent, time.Since(begin).Round(time.Millisecond), err)
+}

@@ -128,11 +128,13 @@ func (h *h2conn) readLoop() {
 		if n > 0 {
 			h.mu.Lock()
 			_ = h.mux.Feed(buf[:n]) // an error leaves GOAWAY in the output and Done true
-			closing, idle := h.closing, h.mux.NumStreams() == 0
+			// Done and written, or failed (its GOAWAY maybe still waiting on a full socket):
+			// what the client sends now is only counted, and a flood closes at once.
+			closing, idle := h.closing || h.mux.Err() != nil, h.mux.NumStreams() == 0
 			h.unlock()
 			if closing {
 				if lingered += n; lingered > maxLinger {
-					return // a client that floods on after the GOAWAY: close now
+					return
 				}
 			}
 			switch {
