@@ -66,7 +66,7 @@ type h2conn struct {
 	closing  bool // the last output of a Done connection is written
 	flushers sync.WaitGroup
 	streams  sync.WaitGroup
-	workers  *workerShard // where its streams' handlers run
+	workers  *workerShard         // where its streams' handlers run
 	small    [idleReadBuffer]byte // what an idle connection reads into
 }
 
