@@ -355,14 +355,20 @@ func (st *h2stream) request(req *h2mux.Request, end bool) (*http.Request, bool) 
 		}
 	}
 	hdr := make(http.Header, len(req.Fields))
+	vals := make([]string, len(req.Fields)) // one allocation for every field's value slice
 	var cookie []string
-	for _, f := range req.Fields {
+	for i, f := range req.Fields {
 		if f.Name == "cookie" { // split crumbs (RFC 9113 §8.2.3) join into one field
 			cookie = append(cookie, f.Value)
 			continue
 		}
 		k := canonicalKey(f.Name)
-		hdr[k] = append(hdr[k], f.Value)
+		vals[i] = f.Value
+		if prev := hdr[k]; len(prev) > 0 {
+			hdr[k] = append(prev, f.Value)
+		} else {
+			hdr[k] = vals[i : i+1 : i+1]
+		}
 	}
 	if len(cookie) > 0 {
 		hdr["Cookie"] = []string{strings.Join(cookie, "; ")}
