@@ -2,6 +2,7 @@ package h2proxy_test
 
 import (
 	"bytes"
+	"crypto/tls"
 	"fmt"
 	"net"
 	"net/http"
@@ -19,7 +20,8 @@ import (
 // TestIdleMemoryReport measures what N idle HTTP/2 client connections, each after one
 // request, cost when BALLAST_IDLE_CONNS=N is set: in this process (Go heap and goroutine
 // stacks after garbage collection, client side included) or, with BALLAST_IDLE_ADDR=host:port
-// and BALLAST_IDLE_PID=pid, a running `ballast serve`'s h2c listener and its RSS growth.
+// and BALLAST_IDLE_PID=pid, a running `ballast serve`'s h2c listener and its RSS growth
+// (BALLAST_IDLE_TLS=1: a TLS listener, ALPN h2).
 // docs/performance.md quotes it.
 //
 //	BALLAST_IDLE_CONNS=2000 go test -run TestIdleMemoryReport -v ./h2proxy
@@ -48,8 +50,18 @@ pools: [{name: p, protocol: http1, backends: [{address: %s}]}]
 	_ = fr.WriteSettings()
 	_ = fr.WriteSettingsAck()
 	_ = fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: hb.Bytes(), EndStream: true, EndHeaders: true})
+	useTLS := os.Getenv("BALLAST_IDLE_TLS") != ""
+	if useTLS && pid == "" {
+		t.Skip("BALLAST_IDLE_TLS needs BALLAST_IDLE_ADDR and BALLAST_IDLE_PID")
+	}
 	open := func() net.Conn {
-		c, err := net.Dial("tcp", addr)
+		var c net.Conn
+		var err error
+		if useTLS {
+			c, err = tls.Dial("tcp", addr, &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"h2"}})
+		} else {
+			c, err = net.Dial("tcp", addr)
+		}
 		if err != nil {
 			t.Fatal(err)
 		}
