@@ -36,6 +36,7 @@ import (
 type Relay struct {
 	shards []*relayShard
 	next   atomic.Uint32 // round robin over shards
+	homes  atomic.Uint32 // round robin of the listeners' home shards (Listen)
 }
 
 type relayShard struct {
@@ -67,9 +68,12 @@ type relayFlow struct {
 
 // NewRelay starts a Relay with one shard per P. If the system refuses an epoll set, the Relay
 // runs every pair in Pipe's goroutines instead.
-func NewRelay() *Relay {
+func NewRelay() *Relay { return newRelay(runtime.GOMAXPROCS(0)) }
+
+// newRelay starts a Relay with n shards (tests choose n).
+func newRelay(n int) *Relay {
 	r := &Relay{}
-	for range runtime.GOMAXPROCS(0) {
+	for range n {
 		s, err := newRelayShard()
 		if err != nil {
 			break
