@@ -17,6 +17,7 @@ import (
 
 	"ballast/config"
 	"ballast/health"
+	"ballast/httpcore"
 	"ballast/httpproxy"
 	"ballast/upstream"
 )
@@ -137,13 +138,14 @@ func startStackAdmin(t *testing.T, admin config.Admin, pcs ...config.Pool) *stac
 		}
 		pools[pc.Name] = p
 	}
-	px, err := httpproxy.New(cfg, pools, nil)
-	if err != nil {
+	core := httpcore.New(nil)
+	px := httpproxy.New(core, nil)
+	if err := core.Swap(cfg, pools); err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)
 	go func() { done <- px.Serve(cfg.Listeners[0].Name, ln) }()
-	pl.Count(px)
+	pl.Count(core)
 	if err := pl.Install(cfg, pools); err != nil {
 		t.Fatal(err)
 	}
@@ -152,6 +154,7 @@ func startStackAdmin(t *testing.T, admin config.Admin, pcs ...config.Pool) *stac
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		_ = px.Shutdown(ctx)
+		core.Close()
 		<-done
 		for _, p := range pools {
 			p.Close()

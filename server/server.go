@@ -11,7 +11,6 @@ import (
 
 	"ballast/admin"
 	"ballast/config"
-	"ballast/h2proxy"
 	"ballast/health"
 	"ballast/upstream"
 )
@@ -65,7 +64,7 @@ func Start(cfg *config.Config, o Options) (*Server, error) {
 	s.ops = admin.New(o.Logger)
 	s.health = health.New(ctx, s.ops.HealthOptions())
 	s.ops.Watch(s.health)
-	http := &httpPlane{logger: o.Logger, h2: h2proxy.New(o.Logger)}
+	http := newHTTPPlane(o.Logger)
 	l4 := newL4Plane(o.Logger)
 	s.planes = []Plane{http, &h2Plane{http: http, proxy: http.h2}, l4}
 	s.ops.Count(http)

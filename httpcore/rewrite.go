@@ -1,17 +1,18 @@
-package httpproxy
+package httpcore
 
 import (
 	"bytes"
 	"regexp"
 	"strconv"
 
-	"github.com/valyala/fasthttp"
-
 	"ballast/config"
 )
 
 // rewrite is a compiled route rewrite: one of strip, prefix→repl, re→repl. It works on the
-// path of the request URI as the client wrote it (still percent-encoded) and keeps the query.
+// normalised path the route matched (decoded, see path.go), so that a request cannot avoid a
+// rewrite by encoding its path differently, and the result is encoded again for the target;
+// the query is kept as the client sent it. Prefixes and the replacement are paths as a route
+// prefix is written (percent-escapes in them are decoded once, when compiled).
 type rewrite struct {
 	strip  []byte
 	prefix []byte
@@ -23,19 +24,35 @@ func compileRewrite(rw *config.Rewrite) (*rewrite, error) {
 	if rw == nil {
 		return nil, nil
 	}
-	c := &rewrite{strip: []byte(rw.StripPrefix), prefix: []byte(rw.Prefix), repl: []byte(rw.Replacement)}
+	c := &rewrite{strip: decodePath(rw.StripPrefix), prefix: decodePath(rw.Prefix), repl: []byte(rw.Replacement)}
 	if rw.Regex != "" {
 		re, err := config.CompileRewrite(rw.Regex, rw.Replacement)
 		if err != nil {
 			return nil, err
 		}
 		c.re = re
+	} else {
+		c.repl = decodePath(rw.Replacement)
 	}
 	return c, nil
 }
 
-// path returns the rewritten path, appended to dst, and whether the rule applied. The result
-// always starts with '/'.
+// decodePath percent-decodes a configured path.
+func decodePath(p string) []byte {
+	var out []byte
+	for i := 0; i < len(p); i++ {
+		c := p[i]
+		if c == '%' && i+2 < len(p) && isHex(p[i+1]) && isHex(p[i+2]) {
+			c = unhex(p[i+1])<<4 | unhex(p[i+2])
+			i += 2
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+// path returns the rewritten (decoded) path, appended to dst, and whether the rule applied.
+// The result always starts with '/'.
 func (rw *rewrite) path(dst, path []byte) ([]byte, bool) {
 	start := len(dst)
 	switch {
@@ -70,31 +87,6 @@ func (rw *rewrite) path(dst, path []byte) ([]byte, bool) {
 	return dst, true
 }
 
-// splitURI splits an origin-form request URI into path and "?query" (empty when none).
-func splitURI(uri []byte) (path, query []byte) {
-	if i := bytes.IndexByte(uri, '?'); i >= 0 {
-		return uri[:i], uri[i:]
-	}
-	return uri, nil
-}
-
-// applyRewrite rewrites the request's path; a request in absolute form (a proxy request) or
-// with a path the rule does not match is left alone.
-func (st *reqState) applyRewrite(req *fasthttp.Request, rw *rewrite) {
-	uri := req.Header.RequestURI()
-	if len(uri) == 0 || uri[0] != '/' {
-		return
-	}
-	path, query := splitURI(uri)
-	b, ok := rw.path(st.tmp[:0], path)
-	if !ok {
-		return
-	}
-	b = append(b, query...)
-	st.tmp = b
-	req.SetRequestURIBytes(b) // copies; the parsed URI is dropped so Write sends this one
-}
-
 // redirect is a compiled route redirect.
 type redirect struct {
 	status int
@@ -109,62 +101,14 @@ func compileRedirect(rd *config.Redirect) *redirect {
 		return nil
 	}
 	c := &redirect{status: rd.Status, scheme: []byte(rd.Scheme), host: []byte(rd.Host), path: []byte(rd.Path)}
+	if c.status == 0 {
+		c.status = config.DefaultRedirectStatus
+	}
 	if rd.Port > 0 {
 		c.port = []byte(":" + strconv.Itoa(rd.Port))
 	}
 	return c
 }
-
-// answer sends the redirect: Location is scheme://host[:port]path?query.
-func (rd *redirect) answer(ctx *fasthttp.RequestCtx, rw *rewrite, tls bool, buf []byte) []byte {
-	h := &ctx.Request.Header
-	scheme := rd.scheme
-	if len(scheme) == 0 {
-		scheme = valHTTP
-		if tls {
-			scheme = valHTTPS
-		}
-	}
-	b := append(buf[:0], scheme...)
-	b = append(b, "://"...)
-	host := rd.host
-	if len(host) == 0 {
-		host = h.Host()
-		// A changed scheme or an explicit port makes the request's port meaningless.
-		if len(rd.scheme) > 0 && !bytes.Equal(rd.scheme, schemeOf(tls)) || len(rd.port) > 0 {
-			host = stripPort(host)
-		}
-	}
-	b = append(b, host...)
-	b = append(b, rd.port...)
-	uri := h.RequestURI()
-	if len(uri) == 0 || uri[0] != '/' { // absolute form: take the path from the parsed URI
-		uri = ctx.Request.URI().RequestURI()
-	}
-	path, query := splitURI(uri)
-	switch {
-	case len(rd.path) > 0:
-		b = append(b, rd.path...)
-	case rw != nil:
-		var ok bool
-		if b, ok = rw.path(b, path); !ok {
-			b = append(b, path...)
-		}
-	default:
-		b = append(b, path...)
-	}
-	b = append(b, query...)
-	ctx.Response.Reset()
-	ctx.SetStatusCode(rd.status)
-	ctx.Response.Header.SetCanonical(keyLocation, b)
-	ctx.Response.Header.SetContentLength(0)
-	if h.ContentLength() != 0 {
-		ctx.SetConnectionClose() // the body was not read
-	}
-	return b
-}
-
-var keyLocation = []byte("Location")
 
 func schemeOf(tls bool) []byte {
 	if tls {
@@ -173,10 +117,38 @@ func schemeOf(tls bool) []byte {
 	return valHTTP
 }
 
-// stripPort removes a :port from a Host value (IPv6 literals keep their brackets).
-func stripPort(host []byte) []byte {
-	if i := bytes.LastIndexByte(host, ':'); i >= 0 && bytes.IndexByte(host[i:], ']') < 0 {
-		return host[:i]
+// location appends the redirect's Location, scheme://host[:port]path?query, to buf. path is
+// the target's path as it would be forwarded (rewritten, or as sent); a request without a
+// host (HTTP/1.0 without Host) is sent to the address it connected to.
+func (rd *redirect) location(buf []byte, req Request, tls bool, path, query []byte) []byte {
+	scheme := rd.scheme
+	if len(scheme) == 0 {
+		scheme = schemeOf(tls)
 	}
-	return host
+	b := append(buf[:0], scheme...)
+	b = append(b, "://"...)
+	host := rd.host
+	if len(host) == 0 {
+		host = req.Host()
+		if len(host) == 0 {
+			if a := req.LocalAddr(); a != nil {
+				host = []byte(a.String()) // rare: an HTTP/1.0 request without Host
+			}
+		}
+		// A changed scheme or an explicit port makes the request's port meaningless.
+		if len(rd.scheme) > 0 && !bytes.Equal(rd.scheme, schemeOf(tls)) || len(rd.port) > 0 {
+			host = stripPort(host)
+		}
+	}
+	b = append(b, host...)
+	b = append(b, rd.port...)
+	if len(rd.path) > 0 {
+		b = append(b, rd.path...)
+	} else {
+		if len(path) == 0 {
+			path = []byte("/")
+		}
+		b = append(b, path...)
+	}
+	return append(b, query...)
 }

@@ -1,9 +1,7 @@
-package httpproxy
+package httpcore
 
 import (
 	"net/textproto"
-
-	"github.com/valyala/fasthttp"
 
 	"ballast/config"
 )
@@ -84,69 +82,46 @@ func compileHeaders(hr *config.HeaderRules) (*headerOps, error) {
 	return ops, nil
 }
 
-// tmplEnv is what template variables expand to for one request.
-type tmplEnv struct {
-	st      *reqState
-	tls     bool
-	host    []byte
-	backend string
-}
-
-// value returns op's value, expanded into *buf when it has variables.
-func (op *headerOp) value(env *tmplEnv, buf *[]byte) []byte {
+// value returns op's value for x's request, expanded into x.tmp when it has variables.
+// backend is empty on the request side.
+func (op *headerOp) value(x *Exchange, backend string) []byte {
 	if op.lit != nil {
 		return op.lit
 	}
-	b := (*buf)[:0]
+	b := x.tmp[:0]
 	for _, p := range op.parts {
 		switch p.v {
 		case varNone:
 			b = append(b, p.lit...)
 		case varClientIP:
-			if env.st.client.IsValid() {
-				b = env.st.client.AppendTo(b)
+			if x.client.IsValid() {
+				b = x.client.AppendTo(b)
 			}
 		case varScheme:
-			if env.tls {
-				b = append(b, valHTTPS...)
-			} else {
-				b = append(b, valHTTP...)
-			}
+			b = append(b, schemeOf(x.tls)...)
 		case varHost:
-			b = append(b, env.host...)
+			b = append(b, x.host...)
 		case varRequestID:
-			b = append(b, env.st.id...)
+			b = append(b, x.id...)
 		case varBackend:
-			b = append(b, env.backend...)
+			b = append(b, backend...)
 		}
 	}
-	*buf = b
+	x.tmp = b
 	return b
 }
 
-// headerSetter is what request and response headers have in common for the rules.
-type headerSetter interface {
-	DelBytes(key []byte)
-	SetCanonical(key, value []byte)
-	AddBytesKV(key, value []byte)
-}
-
 // apply runs the rules on h: remove, then set, then add.
-func (ops *headerOps) apply(h headerSetter, env *tmplEnv, buf *[]byte) {
+func (ops *headerOps) apply(h Header, x *Exchange, backend string) {
 	for _, k := range ops.remove {
-		h.DelBytes(k)
+		h.Del(k)
 	}
 	for i := range ops.set {
 		op := &ops.set[i]
-		h.SetCanonical(op.name, op.value(env, buf))
+		h.Set(op.name, op.value(x, backend))
 	}
 	for i := range ops.add {
 		op := &ops.add[i]
-		h.AddBytesKV(op.name, op.value(env, buf))
+		h.Add(op.name, op.value(x, backend))
 	}
 }
-
-var (
-	_ headerSetter = (*fasthttp.RequestHeader)(nil)
-	_ headerSetter = (*fasthttp.ResponseHeader)(nil)
-)

@@ -1,41 +1,28 @@
-package httpproxy
+package httpcore
 
-import (
-	"math/rand/v2"
-	"unsafe"
-
-	"github.com/valyala/fasthttp"
-)
-
-var (
-	keyRequestID   = []byte("X-Request-Id")
-	keyTraceparent = []byte("Traceparent")
-	keyTracestate  = []byte("Tracestate")
-)
+import "math/rand/v2"
 
 // maxRequestID bounds an X-Request-Id kept from a trusted proxy.
 const maxRequestID = 128
-
-const hexDigits = "0123456789abcdef"
 
 // requestID gives the request its X-Request-Id: a trusted proxy's is kept when it is
 // sensible (1 to 128 visible ASCII characters), anything else is replaced by 32 random hex
 // digits. A W3C traceparent passes unchanged when it is well formed (its trace-id goes to the
 // access log) and is dropped, with its tracestate, when it is not, as Trace Context §3.2.2
 // asks of a vendor that cannot parse it.
-func (st *reqState) requestID(h *fasthttp.RequestHeader) {
-	if v := h.PeekBytes(keyRequestID); st.trusted && validRequestID(v) {
-		st.id = append(st.id[:0], v...)
+func (x *Exchange) requestID(req Request) {
+	if v := req.Peek(keyRequestID); x.trusted && validRequestID(v) {
+		x.id = append(x.id[:0], v...)
 	} else {
-		st.id = appendRandomHex(st.id[:0])
-		h.SetCanonical(keyRequestID, st.id)
+		x.id = appendRandomHex(x.id[:0])
+		req.Set(keyRequestID, x.id)
 	}
-	if v := h.PeekBytes(keyTraceparent); len(v) > 0 {
+	if v := req.Peek(keyTraceparent); len(v) > 0 {
 		if id, ok := traceID(v); ok {
-			st.trace = append(st.trace[:0], id...)
+			x.trace = append(x.trace[:0], id...)
 		} else {
-			h.DelBytes(keyTraceparent)
-			h.DelBytes(keyTracestate)
+			req.Del(keyTraceparent)
+			req.Del(keyTracestate)
 		}
 	}
 }
@@ -96,18 +83,4 @@ func allZero(b []byte) bool {
 		}
 	}
 	return true
-}
-
-// b2s returns b as a string without copying; b must not change while the string is used.
-func b2s(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
-
-// trimSpace trims spaces and tabs at both ends.
-func trimSpace(b []byte) []byte {
-	for len(b) > 0 && (b[0] == ' ' || b[0] == '\t') {
-		b = b[1:]
-	}
-	for len(b) > 0 && (b[len(b)-1] == ' ' || b[len(b)-1] == '\t') {
-		b = b[:len(b)-1]
-	}
-	return b
 }

@@ -1,11 +1,8 @@
-package httpproxy
+package httpcore
 
 import (
 	"strconv"
 
-	"github.com/valyala/fasthttp"
-
-	"ballast/balance"
 	"ballast/config"
 	"ballast/upstream"
 )
@@ -73,8 +70,8 @@ func parseToken(v []byte) (uint64, bool) {
 
 // pinned acquires the backend the request's cookie names, when there is a valid cookie and
 // that backend can take the request; otherwise nil.
-func (s *sticky) pinned(h *fasthttp.RequestHeader, pool *upstream.Pool) *upstream.Backend {
-	tok, ok := parseToken(h.CookieBytes(s.name))
+func (s *sticky) pinned(req Request, pool *upstream.Pool) *upstream.Backend {
+	tok, ok := parseToken(req.Cookie(s.name))
 	if !ok {
 		return nil
 	}
@@ -93,35 +90,23 @@ func (s *sticky) pinned(h *fasthttp.RequestHeader, pool *upstream.Pool) *upstrea
 	return pool.AcquireBackend(id)
 }
 
-// setCookie sets the cookie naming b unless the request already carried exactly that one.
-func (s *sticky) setCookie(ctx *fasthttp.RequestCtx, b *upstream.Backend, buf *[]byte) {
+// setCookie sets the cookie naming b on resp unless the request already carried exactly
+// that one.
+func (s *sticky) setCookie(req Request, resp Header, b *upstream.Backend, x *Exchange) {
 	tok := s.token(b.ID)
-	if cur, ok := parseToken(ctx.Request.Header.CookieBytes(s.name)); ok && cur == tok {
+	if cur, ok := parseToken(req.Cookie(s.name)); ok && cur == tok {
 		return
 	}
-	v := append((*buf)[:0], s.cookie...)
+	v := append(x.tmp[:0], s.cookie...)
 	v = appendHex16(v, tok)
 	v = append(v, s.attrs...)
-	*buf = v
-	ctx.Response.Header.AddBytesKV(keySetCookie, v)
+	x.tmp = v
+	resp.Add(keySetCookie, v)
 }
-
-var keySetCookie = []byte("Set-Cookie")
 
 func appendHex16(b []byte, u uint64) []byte {
 	for i := 60; i >= 0; i -= 4 {
 		b = append(b, hexDigits[(u>>uint(i))&15])
 	}
 	return b
-}
-
-// acquire picks the request's backend: the one its sticky cookie names on the first try,
-// else the pool's balancer.
-func (ps *poolState) acquire(ctx *fasthttp.RequestCtx, key uint64, tried balance.Tried) (*upstream.Backend, error) {
-	if ps.sticky != nil && tried.Len() == 0 {
-		if b := ps.sticky.pinned(&ctx.Request.Header, ps.pool); b != nil {
-			return b, nil
-		}
-	}
-	return ps.pool.Acquire(key, tried)
 }

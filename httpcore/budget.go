@@ -1,4 +1,4 @@
-package httpproxy
+package httpcore
 
 import (
 	"sync/atomic"
