@@ -38,7 +38,9 @@ type RelayListener struct {
 	ln   syscall.RawConn
 	fn   func(fd int, peer netip.AddrPort, shard RelayShard)
 	keys []uint64 // the listener's id in each shard
-	home int      // the shard whose set always holds the socket (while not paused)
+	// batches holds each shard's accept loop, made once so that a wake-up allocates nothing.
+	batches []acceptBatch
+	home    int // the shard whose set always holds the socket (while not paused)
 
 	// lastFull is when a batch last came back full (unix nanoseconds); extra counts the shards
 	// besides home whose sets hold the socket (written under mu, read by the home shard).
@@ -78,6 +80,11 @@ func (r *Relay) Listen(ln syscall.Conn, fn func(fd int, peer netip.AddrPort, sha
 	}
 	l := &RelayListener{r: r, ln: rc, fn: fn, keys: make([]uint64, len(r.shards)), in: make([]bool, len(r.shards)), done: make(chan struct{})}
 	l.home = int(r.homes.Add(1)-1) % len(r.shards)
+	l.batches = make([]acceptBatch, len(r.shards))
+	for i := range l.batches {
+		b := &l.batches[i]
+		b.l, b.run = l, b.accept
+	}
 	if err := rc.Control(func(fd uintptr) { setNoDelay(int(fd)) }); err != nil {
 		return nil, err
 	}
@@ -217,28 +224,10 @@ func (l *RelayListener) accept(si int) {
 	if l.r.shards[si].open.Load() > 2*least+64 {
 		sh = RelayShard{}
 	}
-	var aerr syscall.Errno
-	n := 0
-	err := l.ln.Control(func(lfd uintptr) {
-		for n < relayAcceptBatch {
-			var sa syscall.RawSockaddrAny
-			size := uint32(unsafe.Sizeof(sa))
-			r, _, e := syscall.RawSyscall6(syscall.SYS_ACCEPT4, lfd, uintptr(unsafe.Pointer(&sa)),
-				uintptr(unsafe.Pointer(&size)), syscall.SOCK_NONBLOCK|syscall.SOCK_CLOEXEC, 0, 0)
-			switch e {
-			case 0:
-			case syscall.EINTR, syscall.ECONNABORTED:
-				continue
-			case syscall.EAGAIN:
-				return
-			default:
-				aerr = e
-				return
-			}
-			n++
-			l.fn(int(r), sockaddrAddrPort(&sa), sh)
-		}
-	})
+	b := &l.batches[si]
+	b.sh, b.n, b.aerr = sh, 0, 0
+	err := l.ln.Control(b.run)
+	n, aerr := b.n, b.aerr
 	switch {
 	case err != nil: // the listener was closed
 		l.Close()
@@ -255,6 +244,38 @@ func (l *RelayListener) accept(si int) {
 		l.backoff = 0
 		l.backedOff.Store(false)
 		l.mu.Unlock()
+	}
+}
+
+// acceptBatch is one shard's accept loop for a listener (RelayListener.accept runs it inside
+// the listener's Control); only that shard's goroutine uses it.
+type acceptBatch struct {
+	l    *RelayListener
+	run  func(lfd uintptr) // accept, as a func value made once
+	sh   RelayShard        // the shard the batch's pairs go to
+	n    int               // connections accepted
+	aerr syscall.Errno     // the accept failure that ended the batch, if one did
+}
+
+// accept takes up to relayAcceptBatch connections from the listening socket lfd.
+func (b *acceptBatch) accept(lfd uintptr) {
+	for b.n < relayAcceptBatch {
+		var sa syscall.RawSockaddrAny
+		size := uint32(unsafe.Sizeof(sa))
+		r, _, e := syscall.RawSyscall6(syscall.SYS_ACCEPT4, lfd, uintptr(unsafe.Pointer(&sa)),
+			uintptr(unsafe.Pointer(&size)), syscall.SOCK_NONBLOCK|syscall.SOCK_CLOEXEC, 0, 0)
+		switch e {
+		case 0:
+		case syscall.EINTR, syscall.ECONNABORTED:
+			continue
+		case syscall.EAGAIN:
+			return
+		default:
+			b.aerr = e
+			return
+		}
+		b.n++
+		b.l.fn(int(r), sockaddrAddrPort(&sa), b.sh)
 	}
 }
 
