@@ -179,6 +179,8 @@ func (c *liveCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range bgpDescs {
 		ch <- d
 	}
+	ch <- dH2Streams
+	ch <- dH2Events
 	for _, d := range []*prometheus.Desc{dHAState, dHAPriority, dHAMasterPrio, dHASent, dHAReceived, dHAErrors, dHATransitions, dHAMasters, dHAARP, dHAFlowsSent, dHAFlowsDropped, dHAFlowsRecv, dHAFlowsInst} {
 		ch <- d
 	}
@@ -188,6 +190,7 @@ func (c *liveCollector) Collect(ch chan<- prometheus.Metric) {
 	c.p.collectDirectors(ch)
 	c.collectHA(ch)
 	c.collectBGP(ch)
+	c.collectHTTP2(ch)
 	st := c.p.cur.Load()
 	if st == nil {
 		return
