@@ -147,13 +147,15 @@ func (p *predictions) addScaled(label, group string, sc sim.Scenario, alg string
 
 // jitters are what the row labelled label draws: one jitter per measured run of its group,
 // its calibrations' and every other traced row's (never its own), each with the scenario's
-// stalls, and every one the backlog hand-offs of the group's backlog rows (never its own):
-// only those rows measure one, and a run without a backlog never draws it. A model run takes one of them whole, so that delays which go together in a real
-// run (the machine busier during one row than another) go together in the model too.
+// stalls. A model run takes one of them whole, so that delays which go together in a real
+// run (the machine busier during one row than another) go together in the model too; only
+// the backlog hand-offs are pooled, those of the group's backlog rows but the job's own, since
+// only those rows measure one (a model run without a backlog never draws it).
 func (p *predictions) jitters(job predJob, stalls []time.Duration, window time.Duration) []*sim.Jitter {
 	var out []*sim.Jitter
+	handoffs := p.handoffsFor(job)
 	for _, h := range p.cal[job.group] {
-		out = append(out, withHandoff(withStalls(h.jitter(), stalls, window), p.handoffsFor(job)))
+		out = append(out, withHandoff(withStalls(h.jitter(), stalls, window), handoffs))
 	}
 	labels := make([]string, 0, len(p.rows[job.group]))
 	for l := range p.rows[job.group] {
@@ -162,14 +164,14 @@ func (p *predictions) jitters(job predJob, stalls []time.Duration, window time.D
 	slices.Sort(labels) // the same order every time
 	for _, l := range labels {
 		if l != job.label {
-			out = append(out, withHandoff(withStalls(p.rows[job.group][l].jitter(), stalls, window), p.handoffsFor(job)))
+			out = append(out, withHandoff(withStalls(p.rows[job.group][l].jitter(), stalls, window), handoffs))
 		}
 	}
 	return out
 }
 
 // handedOff records the backlog hand-offs of a traced row of the group that had a backlog
-// (only they are: its other hops, its to-pick without the waits, are as a backlog run's).
+// (only them: its other hops are a run's with a backlog, which rows without one do not have).
 func (p *predictions) handedOff(group, label string, c Calibration) {
 	if len(c.hops.handoff) == 0 {
 		return
