@@ -3,6 +3,7 @@ package lab
 import (
 	"bytes"
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -62,7 +63,7 @@ func TestMeasureJitter(t *testing.T) {
 	for i, j := 0, len(rels)-1; i < j; i, j = i+1, j-1 {
 		rels[i], rels[j] = rels[j], rels[i]
 	}
-	c, err := measureJitter(res, arr, rels, true)
+	c, err := measureJitter(res, arr, rels, true, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,7 +93,7 @@ func TestMeasureJitter(t *testing.T) {
 	}
 	// One slow delivery in 200 stays in the tail: the largest, not the 99th percentile's.
 	res.Trace[50].Done += int64(20 * time.Millisecond)
-	c, err = measureJitter(res, arr, rels, true)
+	c, err = measureJitter(res, arr, rels, true, false)
 	if err != nil || c.Jitter.Deliver.Quantile(1) < 20*time.Millisecond || c.Jitter.Deliver.Quantile(.99) > time.Millisecond {
 		t.Errorf("deliver with a 20 ms outlier: %v (%v)", c.Jitter.Deliver, err)
 	}
@@ -172,5 +173,86 @@ func TestRangeInJSONAndTable(t *testing.T) {
 		if !strings.Contains(buf.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, buf.String())
 		}
+	}
+}
+
+// TestBacklogWaits: requests dispatched after a release that came well after their send waited
+// in Ballast's backlog; their to-pick is left out of the hops and their hand-off, from the
+// release that freed their slot to their dispatch, is measured; one whose slot freed too soon
+// after its send to tell a wait from a pick keeps its to-pick.
+func TestBacklogWaits(t *testing.T) {
+	const us = time.Microsecond
+	begin := time.Now()
+	res := &loadgen.Result{Begin: begin, Options: loadgen.Options{C: 1}}
+	var arr []backend.Arrival
+	var rels []advise.Release
+	var lastRel time.Duration
+	add := func(i int, sent, disp time.Duration) {
+		arrived := disp + 50*us
+		done := arrived + 5*time.Millisecond
+		rel := done + 80*us
+		res.Trace = append(res.Trace, loadgen.Event{Index: int64(i), Start: int64(sent - 20*us), Sent: int64(sent), Done: int64(rel + 60*us), OK: true, Backend: "A"})
+		arr = append(arr, backend.Arrival{Seq: int64(i), Backend: "A", Arrived: begin.Add(arrived), Started: begin.Add(arrived), Done: begin.Add(done)})
+		rels = append(rels, advise.Release{Backend: "A", AtNs: begin.UnixNano() + int64(rel), LatencyNs: int64(rel - disp)})
+		lastRel = rel
+	}
+	add(0, 0, 100*us) // found the slot free
+	add(1, time.Millisecond, lastRel+300*us)
+	add(2, 2*time.Millisecond, lastRel+200*us)
+	add(3, 3*time.Millisecond, lastRel+250*us)
+	add(4, lastRel-500*us, lastRel+100*us) // sent half a millisecond before its slot freed
+	c, err := measureJitter(res, arr, rels, true, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := c.hops.handoff, []time.Duration{300 * us, 200 * us, 250 * us}; !slices.Equal(got, want) {
+		t.Errorf("hand-offs %v, want %v", got, want)
+	}
+	if n := len(c.hops.toPick) + len(c.hops.first.toPick); n != 2 {
+		t.Errorf("%d to-pick samples, want 2 (the three that waited left out)", n)
+	}
+	if got := c.Jitter.Handoff.Quantile(1); got != 300*us {
+		t.Errorf("hand-off max %v, want 300µs", got)
+	}
+	if !strings.Contains(c.String(), "backlog hand-off") {
+		t.Errorf("calibration note %q names no hand-off", c.String())
+	}
+	// Without a limit nothing waited: every to-pick counts and no hand-off is measured.
+	c, err = measureJitter(res, arr, rels, true, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.hops.handoff) != 0 || !c.Jitter.Handoff.IsZero() || c.Jitter.ToPick.Quantile(1) < 5*time.Millisecond {
+		t.Errorf("without a limit: hand-offs %v, to-pick %v", c.hops.handoff, c.Jitter.ToPick)
+	}
+	// Only max_conns with max_queue queues.
+	if !queues(PoolSpec{MaxConns: 4, MaxQueue: 100}) || queues(PoolSpec{MaxConns: 4}) || queues(PoolSpec{MaxQueue: 100}) {
+		t.Error("queues: a backlog is max_conns with max_queue")
+	}
+}
+
+// TestPooledHandoff: every run a row's prediction draws gets the hand-offs of the other
+// backlog rows, never the row's own.
+func TestPooledHandoff(t *testing.T) {
+	const us = time.Microsecond
+	p := newPredictions(Options{})
+	defer p.stopOnce()
+	p.calibrated("", Calibration{hops: hopSamples{send: []time.Duration{us}}})
+	p.measured("", "a", Calibration{hops: hopSamples{send: []time.Duration{2 * us}}})
+	p.handedOff("", "a (backlog)", Calibration{hops: hopSamples{handoff: []time.Duration{100 * us}}})
+	p.handedOff("", "b (backlog)", Calibration{hops: hopSamples{handoff: []time.Duration{900 * us}}})
+	p.handedOff("", "c (backlog)", Calibration{}) // no request waited: nothing to draw
+	js := p.jitters(predJob{label: "a (backlog)"}, nil, 0)
+	if len(js) != 2 {
+		t.Fatalf("%d jitters, want 2 (the calibration's and a's)", len(js))
+	}
+	for i, j := range js {
+		if j.Handoff.Quantile(0) != 900*us || j.Handoff.Quantile(1) != 900*us {
+			t.Errorf("jitter %d: hand-off %v, want b's 900µs only", i, j.Handoff)
+		}
+	}
+	js = p.jitters(predJob{label: "a"}, nil, 0)
+	if len(js) != 1 || js[0].Handoff.Quantile(0) != 100*us || js[0].Handoff.Quantile(1) != 900*us {
+		t.Errorf("row a draws %d jitters, hand-off %v; want the calibration's with a's and b's", len(js), js[0].Handoff)
 	}
 }

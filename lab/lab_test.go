@@ -498,6 +498,19 @@ func TestScenariosQuick(t *testing.T) {
 				if rr.Split["A"] != 25 || rr.Split["B"] != 25 {
 					t.Errorf("byrequests split %v, want 25/25", rr.Split)
 				}
+			case "variable-cost":
+				// The backlog rows' requests waited (c 10 for 8 slots) and their hand-offs were
+				// measured over the three clocks; the seed's rows without one measured none
+				// (advise's extra row may have either).
+				for _, r := range rep.Results {
+					if strings.Contains(r.Algorithm, "(advise)") {
+						continue
+					}
+					backlog := strings.Contains(r.Algorithm, "(backlog)")
+					if got := strings.Contains(r.Detail.Jitter, "backlog hand-off"); got != backlog {
+						t.Errorf("%s: hand-off measured %v, want %v (%s)", r.Algorithm, got, backlog, r.Detail.Jitter)
+					}
+				}
 			case "many-backends", "backend-count":
 				// Every row says where the CPU of a request went: Ballast (also relative to
 				// n=2), the backend processes (many-backends' fleets), the lab process.

@@ -371,6 +371,9 @@ func runVariableCost(ctx context.Context, o Options, r *Report) error {
 		if set.MaxConns == 0 && set.HedgeDelayMs == 0 {
 			preds.measured("", label, own)
 		}
+		if queues(spec) && set.HedgeDelayMs == 0 {
+			preds.handedOff("", label, own)
+		}
 		row.Seed = seed
 		preds.add(label, "", set.Apply(sc), alg)
 		if row.MakespanS > 0 {
@@ -399,7 +402,7 @@ func runVariableCost(ctx context.Context, o Options, r *Report) error {
 	r.Notes = append(r.Notes,
 		fmt.Sprintf("two backends x 4 workers; request i carries ?%s, i mod 10; -c 10 -n 50 without keep-alive; (backlog) = max_conns 4 with Ballast's central queue", strings.Join(suffixes, ",")),
 		"jitter of the calibration run: "+cal.String(),
-		"each row's prediction draws the delays of the calibration run and of the other rows without hedging or backlog (never its own: details.json has each row's)")
+		"each row's prediction draws the delays of the calibration run and of the other rows without hedging or backlog (never its own: details.json has each row's), and the backlog hand-offs (from the release that freed a slot to the dispatch of the request that waited for it) of the other (backlog) rows")
 	if o.Quick {
 		r.Notes = append(r.Notes, fmt.Sprintf("--quick: sleeps, seed figures and predictions are all scaled by %g", QuickScale))
 	}

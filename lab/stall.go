@@ -98,6 +98,8 @@ type predictions struct {
 	// measured delays by group: the calibrations', then each traced row's by label
 	cal  map[string][]hopSamples
 	rows map[string]map[string]hopSamples
+	// the backlog hand-offs of the group's rows with a backlog, by label
+	handoffs map[string]map[string][]time.Duration
 
 	once   sync.Once
 	stalls []time.Duration
@@ -113,7 +115,8 @@ type predJob struct {
 }
 
 func newPredictions(o Options) *predictions {
-	return &predictions{o: o, probe: startStallProbe(), cal: map[string][]hopSamples{}, rows: map[string]map[string]hopSamples{}}
+	return &predictions{o: o, probe: startStallProbe(), cal: map[string][]hopSamples{}, rows: map[string]map[string]hopSamples{},
+		handoffs: map[string]map[string][]time.Duration{}}
 }
 
 // calibrated records one of a group's calibrations.
@@ -122,7 +125,8 @@ func (p *predictions) calibrated(group string, c Calibration) {
 }
 
 // measured records the delays of a traced row of the group (rows whose dispatch includes a
-// backlog wait, or whose hedged copies blur the matching, are not to be recorded).
+// backlog wait, or whose hedged copies blur the matching, are not to be recorded: a backlog
+// row gives its hand-offs, handedOff).
 func (p *predictions) measured(group, label string, c Calibration) {
 	if p.rows[group] == nil {
 		p.rows[group] = map[string]hopSamples{}
@@ -144,11 +148,14 @@ func (p *predictions) addScaled(label, group string, sc sim.Scenario, alg string
 // jitters are what the row labelled label draws: one jitter per measured run of its group,
 // its calibrations' and every other traced row's (never its own), each with the scenario's
 // stalls. A model run takes one of them whole, so that delays which go together in a real
-// run (the machine busier during one row than another) go together in the model too.
+// run (the machine busier during one row than another) go together in the model too; only
+// the backlog hand-offs are pooled, those of the group's backlog rows but the job's own, since
+// only those rows measure one (a model run without a backlog never draws it).
 func (p *predictions) jitters(job predJob, stalls []time.Duration, window time.Duration) []*sim.Jitter {
 	var out []*sim.Jitter
+	handoffs := p.handoffsFor(job)
 	for _, h := range p.cal[job.group] {
-		out = append(out, withStalls(h.jitter(), stalls, window))
+		out = append(out, withHandoff(withStalls(h.jitter(), stalls, window), handoffs))
 	}
 	labels := make([]string, 0, len(p.rows[job.group]))
 	for l := range p.rows[job.group] {
@@ -157,10 +164,44 @@ func (p *predictions) jitters(job predJob, stalls []time.Duration, window time.D
 	slices.Sort(labels) // the same order every time
 	for _, l := range labels {
 		if l != job.label {
-			out = append(out, withStalls(p.rows[job.group][l].jitter(), stalls, window))
+			out = append(out, withHandoff(withStalls(p.rows[job.group][l].jitter(), stalls, window), handoffs))
 		}
 	}
 	return out
+}
+
+// handedOff records the backlog hand-offs of a traced row of the group that had a backlog
+// (only them: its other hops are a run's with a backlog, which rows without one do not have).
+func (p *predictions) handedOff(group, label string, c Calibration) {
+	if len(c.hops.handoff) == 0 {
+		return
+	}
+	if p.handoffs[group] == nil {
+		p.handoffs[group] = map[string][]time.Duration{}
+	}
+	p.handoffs[group][label] = c.hops.handoff
+}
+
+// handoffsFor pools the hand-offs the group's backlog rows measured, but the job's own.
+func (p *predictions) handoffsFor(job predJob) []time.Duration {
+	labels := make([]string, 0, len(p.handoffs[job.group]))
+	for l := range p.handoffs[job.group] {
+		labels = append(labels, l)
+	}
+	slices.Sort(labels)
+	var out []time.Duration
+	for _, l := range labels {
+		if l != job.label {
+			out = append(out, p.handoffs[job.group][l]...)
+		}
+	}
+	return out
+}
+
+// withHandoff returns j drawing its backlog hand-offs from sample.
+func withHandoff(j *sim.Jitter, sample []time.Duration) *sim.Jitter {
+	j.Handoff = sim.DistAt(sample, sim.TailP)
+	return j
 }
 
 // stop ends the probe; later calls return what the first saw.

@@ -37,7 +37,8 @@
 //     the client's send (one request at a time with OneSender), to the balancer's pick, to the
 //     backend (plus a connect when the balancer has no idle connection to it), the backend's
 //     timer overshoot, back to the balancer (which frees the slot then) and to the client;
-//     the first Concurrency requests draw start-up hops of their own; machine stalls at a rate
+//     a request the backlog hands a freed slot to leaves Handoff after the release (its
+//     goroutine waking up in Ballast), before its forward; the first Concurrency requests draw start-up hops of their own; machine stalls at a rate
 //     hold every event but a service's end until they are over. Distributions are empirical
 //     (Dist: quantiles, TailP's in the tail). The zero Jitter is the ideal machine and gives
 //     exactly the figures without one.

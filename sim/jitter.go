@@ -199,7 +199,9 @@ func (d Dist) String() string {
 // copy's is closed); the backend serves it (queueing behind its workers) and its response leaves Overshoot
 // after the service time ends (timers fire late; only for a service time above 0); the
 // response reaches the balancer Return later, which frees the backend's slot then; and the
-// client has it Deliver after that.
+// client has it Deliver after that. A request that waited in the central backlog is handed the
+// freed slot when the balancer frees it, and is sent on Handoff later (the waiting request's
+// wake-up in Ballast), then Forward and Connect as any other.
 type Jitter struct {
 	Send      Dist `json:"send"`
 	ToPick    Dist `json:"to_pick"`
@@ -208,6 +210,9 @@ type Jitter struct {
 	Overshoot Dist `json:"overshoot"`
 	Return    Dist `json:"return"`
 	Deliver   Dist `json:"deliver"`
+	// Handoff is the time from the release that frees a slot to the dispatch of the request
+	// the backlog hands it to; only requests that waited in the backlog draw it.
+	Handoff Dist `json:"handoff,omitzero"`
 	// OneSender: the client writes one request at a time, in order, as ab does and as the
 	// load generator does when requests differ (-R), so a request's Send starts when the
 	// previous one's ended.
@@ -256,7 +261,7 @@ func (j *Jitter) hops(idx, c int) Hops {
 // IsZero reports whether j adds no delay at all.
 func (j *Jitter) IsZero() bool {
 	return j == nil || j.Send.IsZero() && j.ToPick.IsZero() && j.Forward.IsZero() && j.Connect.IsZero() &&
-		j.Overshoot.IsZero() && j.Return.IsZero() && j.Deliver.IsZero() && (j.StallRate == 0 || j.Stall.IsZero()) && j.First.isZero()
+		j.Overshoot.IsZero() && j.Return.IsZero() && j.Deliver.IsZero() && j.Handoff.IsZero() && (j.StallRate == 0 || j.Stall.IsZero()) && j.First.isZero()
 }
 
 func (j *Jitter) validate() error {
@@ -264,7 +269,7 @@ func (j *Jitter) validate() error {
 		name string
 		d    Dist
 	}{{"send", j.Send}, {"to_pick", j.ToPick}, {"forward", j.Forward}, {"connect", j.Connect}, {"overshoot", j.Overshoot},
-		{"return", j.Return}, {"deliver", j.Deliver}} {
+		{"return", j.Return}, {"deliver", j.Deliver}, {"handoff", j.Handoff}} {
 		if err := f.d.validate(); err != nil {
 			return fmt.Errorf("jitter %s: %w", f.name, err)
 		}
@@ -300,6 +305,9 @@ func (j *Jitter) String() string {
 	}{{"send", j.Send}, {"to pick", j.ToPick}, {"forward", j.Forward}, {"connect", j.Connect}, {"overshoot", j.Overshoot},
 		{"return", j.Return}, {"deliver", j.Deliver}} {
 		fmt.Fprintf(&b, "%s %s; ", f.name, f.d)
+	}
+	if !j.Handoff.IsZero() {
+		fmt.Fprintf(&b, "backlog hand-off %s; ", j.Handoff)
 	}
 	if h := j.First; h != nil {
 		fmt.Fprintf(&b, "first requests: send %s, to pick %s, forward %s, return %s, deliver %s; ", h.Send, h.ToPick, h.Forward, h.Return, h.Deliver)

@@ -307,3 +307,43 @@ func TestDistAtTail(t *testing.T) {
 		}
 	}
 }
+
+// TestBacklogHandoff: a request the backlog hands a slot to starts Handoff after the release
+// that freed it; a request that found a free slot, or queued inside its backend rather than in
+// Ballast's backlog, never draws it.
+func TestBacklogHandoff(t *testing.T) {
+	ms := time.Millisecond
+	sc := Scenario{Name: "t", Concurrency: 2, Requests: 4, MaxConns: 1,
+		Jitter:   &Jitter{Handoff: Dist{Q: []time.Duration{ms}}},
+		Backends: []Backend{{ID: "A", Workers: 1, Service: Fixed(10 * ms)}}}
+	// Request 0 is served at once (0-10 ms); 1 waits in the backlog from the start and 2 and
+	// 3 join it as 0 and 1 are answered; each of them starts 1 ms after the release before it.
+	r := runScenario(t, sc, "roundrobin")
+	if want := 43 * ms; r.Makespan != want {
+		t.Errorf("makespan %v, want %v (4 x 10 ms + 3 hand-offs of 1 ms)", r.Makespan, want)
+	}
+	if r.MaxBacklog != 1 {
+		t.Errorf("backlog grew to %d, want 1", r.MaxBacklog)
+	}
+	// The hand-off is a wait in Ballast: it counts in the queue time (request 1 waits 10 ms
+	// for its slot, 2 and 3 from their sends at 10 and 21 ms to the releases at 21 and 32 ms,
+	// each 1 ms more for the hand-off).
+	if want := (0 + 11*ms + 12*ms + 12*ms) / 4; r.QueueMean != want {
+		t.Errorf("queue mean %v, want %v", r.QueueMean, want)
+	}
+	// Without Ballast's limit the requests queue inside the backend: no hand-off.
+	sc.MaxConns = 0
+	if r := runScenario(t, sc, "roundrobin"); r.Makespan != 40*ms || r.MaxBacklog != 0 {
+		t.Errorf("without max_conns: makespan %v, backlog %d; want 40ms, 0", r.Makespan, r.MaxBacklog)
+	}
+	// A hand-off drawn from a range lands inside it, request by request.
+	sc.MaxConns = 1
+	sc.Jitter = &Jitter{Handoff: Dist{Q: []time.Duration{ms, 3 * ms}}}
+	rg, err := RunRange(sc, "roundrobin", 50)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rg.MakespanS.Min < 0.043 || rg.MakespanS.Max > 0.049 || rg.MakespanS.Width() == 0 {
+		t.Errorf("makespan range %+v s, want inside [0.043, 0.049] and not a point", rg.MakespanS)
+	}
+}

@@ -477,7 +477,7 @@ func (e *engine) drain() {
 			e.backlog.pop()
 			r.queued = false
 			r.waited = e.now - r.picked
-			e.dispatch(r, b, false)
+			e.dispatchFrom(r, b, false, true)
 		case errors.Is(err, balance.ErrBusy):
 			return
 		case errors.Is(err, balance.ErrNoBackend):
@@ -490,7 +490,11 @@ func (e *engine) drain() {
 	}
 }
 
-func (e *engine) dispatch(r *request, b int, hedge bool) {
+func (e *engine) dispatch(r *request, b int, hedge bool) { e.dispatchFrom(r, b, hedge, false) }
+
+// dispatchFrom sends a copy of r to backend b, whose slot it holds from now on; a request the
+// backlog hands a slot to (handed) leaves Jitter.Handoff later, when its wait in Ballast ends.
+func (e *engine) dispatchFrom(r *request, b int, hedge, handed bool) {
 	if b < 0 || b >= len(e.bes) {
 		e.err = fmt.Errorf("sim %s: picker returned backend %d of %d", e.sc.Name, b, len(e.bes))
 		return
@@ -508,7 +512,12 @@ func (e *engine) dispatch(r *request, b int, hedge bool) {
 	e.update(b)
 	var f time.Duration
 	if j := e.jit; j != nil {
-		f = j.hops(r.idx, e.sc.Concurrency).Forward.draw(e.jitRand)
+		if handed {
+			f = j.Handoff.draw(e.jitRand)
+			a.dispatched += f // Ballast times a request from its dispatch
+			r.waited += f     // and counts the hand-off in its backlog wait
+		}
+		f += j.hops(r.idx, e.sc.Concurrency).Forward.draw(e.jitRand)
 		if be.idle > 0 {
 			be.idle--
 		} else {
