@@ -288,7 +288,9 @@ func (f *FD) Detach() int {
 
 // Read reads into p with one raw read(2). It returns io.EOF at the end of the stream and
 // ErrAgain when nothing is there (clearing Ready's Readable); a short read clears it too: the
-// socket was drained, and bytes that arrive later raise a new edge.
+// socket was drained, and bytes that arrive later raise a new edge. Unless the peer's close
+// was reported (Hangup): its edge came already, and the end of the stream still waits behind
+// the bytes read.
 func (f *FD) Read(p []byte) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
@@ -300,7 +302,7 @@ func (f *FD) Read(p []byte) (int, error) {
 			if r == 0 {
 				return 0, io.EOF
 			}
-			if int(r) < len(p) {
+			if int(r) < len(p) && f.Ready&Hangup == 0 {
 				f.Ready &^= Readable
 			}
 			return int(r), nil

@@ -1,0 +1,224 @@
+//go:build linux
+
+package h1
+
+import (
+	"ballast/evloop"
+	"ballast/upstream"
+)
+
+// backendConn is one connection to a backend, owned by the shard that opened it: in use by
+// one exchange, or idle in the shard's list for its backend (registered all the while, so
+// that a backend closing an idle connection is noticed at once, without a peek).
+type backendConn struct {
+	evloop.FD
+	timer  evloop.Timer
+	sh     *shard
+	b      *upstream.Backend
+	ex     *exchange
+	in     []byte // a response head split across reads
+	scan   int
+	state  uint8
+	tphase uint8
+	served int
+	gen    uint32
+	// prev and next link the idle connections of one backend on the shard.
+	prev, next *backendConn
+	ps         *poolState // the pool whose keep-alive rules apply while idle
+}
+
+// States of a backend connection.
+const (
+	bcFree uint8 = iota
+	bcConnecting
+	bcActive
+	bcIdle
+)
+
+// Timer phases.
+const (
+	bNone     uint8 = iota
+	bConnect        // timeouts.connect
+	bResponse       // timeouts.response: to the response head, then backend inactivity
+	bIdle           // timeouts.idle of a pooled connection
+)
+
+func (bc *backendConn) arm(phase uint8, at int64) {
+	bc.tphase = phase
+	bc.Shard().Arm(&bc.timer, at)
+}
+
+// Event makes progress on the exchange the connection serves, or notices that an idle one
+// was closed by the backend.
+func (bc *backendConn) Event(ev evloop.Events) {
+	if !bc.Registered() {
+		return
+	}
+	bc.sh.now = bc.Shard().Now()
+	switch bc.state {
+	case bcConnecting:
+		if bc.Ready&(evloop.Writable|evloop.Hangup) != 0 {
+			bc.state = bcActive
+			bc.ex.connected(bc.ConnectResult())
+		}
+	case bcIdle:
+		if ev&(evloop.Readable|evloop.Hangup) != 0 {
+			bc.close() // closed by the backend, or bytes nobody asked for
+		}
+	case bcActive:
+		ex, gen := bc.ex, bc.gen
+		if ex.a.sent < len(ex.wire) && bc.Ready&evloop.Writable != 0 {
+			ex.send()
+		} else if ex.stream && !ex.reqDone && !ex.resp.started && len(ex.up) > 0 && bc.Ready&evloop.Writable != 0 {
+			ex.pumpBody()
+		}
+		if bc.gen != gen || bc.ex != ex {
+			return
+		}
+		if ex.resp.started && ex.tunnelling() {
+			ex.tunnelEvent()
+			return
+		}
+		if bc.Ready&evloop.Readable != 0 {
+			ex.readResponse()
+		}
+	}
+}
+
+// Expire handles the connection's timer.
+func (bc *backendConn) Expire(now int64) {
+	if !bc.Registered() {
+		return
+	}
+	bc.sh.now = now
+	switch bc.tphase {
+	case bConnect:
+		bc.sh.st.connectFailures.Add(1)
+		bc.ex.attemptFailed(errConnect, errConnectTimeout)
+	case bResponse:
+		ex := bc.ex
+		if ex == nil {
+			return
+		}
+		if ex.resp.started {
+			ex.responseFailed() // the backend went quiet in the middle of the body
+			return
+		}
+		ex.attemptFailed(errTimeout, nil)
+	case bIdle:
+		bc.close()
+	}
+}
+
+type timeoutError struct{}
+
+func (timeoutError) Error() string   { return "connect timeout" }
+func (timeoutError) Timeout() bool   { return true }
+func (timeoutError) Temporary() bool { return true }
+
+var errConnectTimeout error = timeoutError{}
+
+func (bc *backendConn) releaseIn() {
+	if bc.in != nil {
+		bc.sh.s.PutBuf(bc.in)
+		bc.in = nil
+	}
+}
+
+// close closes the connection (taking it out of its idle list) and frees its record.
+func (bc *backendConn) close() {
+	if !bc.Registered() {
+		return
+	}
+	sh := bc.sh
+	if bc.state == bcIdle {
+		sh.unlinkIdle(bc)
+	}
+	bc.Shard().Stop(&bc.timer)
+	bc.FD.Close()
+	bc.releaseIn()
+	sh.st.backendConns.Add(-1)
+	sh.freeBackend(bc)
+}
+
+func (sh *shard) newBackend(b *upstream.Backend) *backendConn {
+	var bc *backendConn
+	if n := len(sh.freeB); n > 0 {
+		bc = sh.freeB[n-1]
+		sh.freeB = sh.freeB[:n-1]
+	} else {
+		bc = &backendConn{sh: sh}
+		bc.timer.Init(bc)
+	}
+	bc.b = b
+	return bc
+}
+
+func (sh *shard) freeBackend(bc *backendConn) {
+	gen := bc.gen + 1
+	*bc = backendConn{sh: sh, gen: gen, timer: bc.timer}
+	if len(sh.freeB) < maxFree {
+		sh.freeB = append(sh.freeB, bc)
+	}
+}
+
+// takeIdle returns the most recently used idle connection to the backend of st on this
+// shard, or nil.
+func (sh *shard) takeIdle(st *backendState) *backendConn {
+	si := &st.shards[sh.id]
+	bc := si.head
+	if bc == nil {
+		return nil
+	}
+	sh.unlinkIdle(bc)
+	bc.Shard().Stop(&bc.timer)
+	bc.served++
+	return bc
+}
+
+// putIdle keeps bc for the next request to its backend, within keepalive.max_idle (per
+// shard) and keepalive.max_requests, for timeouts.idle.
+func (sh *shard) putIdle(bc *backendConn, ps *poolState) {
+	st := stateOf(bc.b)
+	si := &st.shards[sh.id]
+	if ps.maxRequests > 0 && bc.served+1 >= ps.maxRequests || si.n >= ps.maxIdle || sh.e.stopping.Load() {
+		bc.close()
+		return
+	}
+	bc.ex, bc.state, bc.ps, bc.scan = nil, bcIdle, ps, 0
+	bc.prev, bc.next = nil, si.head
+	if si.head != nil {
+		si.head.prev = bc
+	}
+	si.head = bc
+	si.n++
+	bc.arm(bIdle, sh.now+int64(ps.backendIdle))
+	if bc.Ready&(evloop.Readable|evloop.Hangup) != 0 {
+		bc.close() // it spoke out of turn, or went away, already
+	}
+}
+
+func (sh *shard) unlinkIdle(bc *backendConn) {
+	si := &stateOf(bc.b).shards[sh.id]
+	if bc.prev != nil {
+		bc.prev.next = bc.next
+	} else if si.head == bc {
+		si.head = bc.next
+	}
+	if bc.next != nil {
+		bc.next.prev = bc.prev
+	}
+	bc.prev, bc.next = nil, nil
+	si.n--
+	bc.state = bcActive
+}
+
+// closeIdle closes every idle connection of this shard to the backend of st.
+func (sh *shard) closeIdle(st *backendState) {
+	if st == nil {
+		return
+	}
+	for si := &st.shards[sh.id]; si.head != nil; {
+		si.head.close()
+	}
+}
