@@ -3,11 +3,12 @@ package evloop
 // Buffer classes of a shard's pool: a connection that must keep bytes between events (the
 // start of a request head, a response its client cannot take yet) borrows one of these and
 // gives it back once drained, so an idle connection holds none.
-var bufClasses = [...]int{4 << 10, 16 << 10, 64 << 10}
+var bufClasses = [...]int{1 << 10, 2 << 10, 4 << 10, 16 << 10, 64 << 10}
 
-// bufKeep bounds the free buffers a shard keeps per class; more go to the collector, so the
-// memory of a burst is returned after it.
-const bufKeep = 64
+// bufKeep bounds the free buffers a shard keeps per class, 1 MiB of each: enough for the
+// requests of a few hundred connections in flight without allocating, and no more, so the
+// memory of a larger burst goes to the collector after it.
+var bufKeep = [...]int{1024, 512, 256, 64, 16}
 
 type bufPool struct {
 	free [len(bufClasses)][][]byte
@@ -43,7 +44,7 @@ func (p *bufPool) get(n int) []byte {
 
 func (p *bufPool) put(b []byte) {
 	k := classOf(cap(b))
-	if k < 0 || cap(b) != bufClasses[k] || len(p.free[k]) >= bufKeep {
+	if k < 0 || cap(b) != bufClasses[k] || len(p.free[k]) >= bufKeep[k] {
 		return
 	}
 	p.free[k] = append(p.free[k], b[:0])

@@ -9,6 +9,7 @@ import (
 
 	"ballast/admin"
 	"ballast/config"
+	"ballast/h1"
 	"ballast/h2proxy"
 	"ballast/httpproxy"
 	"ballast/proxyproto"
@@ -37,8 +38,9 @@ type httpPlane struct {
 	logger *slog.Logger
 	proxy  *httpproxy.Proxy // nil until the first Swap
 
-	mu  sync.Mutex // guards cfg, pp and trust against the admin plane's reads and Serve
-	cfg *config.Config
+	mu    sync.Mutex // guards cfg, pools, pp and trust against the admin plane's reads and Serve
+	cfg   *config.Config
+	pools map[string]*upstream.Pool
 	// pp holds the PROXY protocol readers of each accept_proxy listener's sockets, by name
 	// (a reload that moves a listener gives it a new socket), so that its count never goes back.
 	pp    map[string][]*proxyproto.Listener
@@ -46,6 +48,7 @@ type httpPlane struct {
 
 	h2     *h2proxy.Proxy // gets the HTTP/2 connections of TLS and h2c listeners
 	fronts fronts         // TLS certificates and the fronts of TLS and h2c listeners
+	engine *h1.Engine     // the event-loop engine, behind its switch (h1plane.go)
 }
 
 func (p *httpPlane) Name() string { return "http" }
@@ -73,8 +76,14 @@ func (p *httpPlane) Swap(cfg *config.Config, pools map[string]*upstream.Pool) er
 	if err != nil {
 		return err
 	}
+	if err := p.swapEngine(hc, pools); err != nil {
+		return err
+	}
 	if p.proxy != nil {
 		if err := p.proxy.Swap(hc, pools); err != nil {
+			if p.cfg != nil {
+				_ = p.swapEngine(p.cfg, p.pools)
+			}
 			return err
 		}
 	} else {
@@ -86,7 +95,7 @@ func (p *httpPlane) Swap(cfg *config.Config, pools map[string]*upstream.Pool) er
 	}
 	commitTLS()
 	p.mu.Lock()
-	p.cfg, p.trust = hc, trust
+	p.cfg, p.trust, p.pools = hc, trust, pools
 	for _, pls := range p.pp { // a reload's trusted_proxies apply to open listeners at once
 		for _, pl := range pls {
 			pl.SetTrust(trust)
@@ -140,6 +149,10 @@ func (p *httpPlane) Serve(listener string, sock Socket) error {
 			p.pp[listener], ln = append(p.pp[listener], pl), pl
 		}
 	}
+	if p.engine != nil && engineServes(p.cfg, listener) {
+		p.mu.Unlock()
+		return p.engine.Serve(listener, ln)
+	}
 	p.mu.Unlock()
 	if f := p.fronts.front(listener, p.h2); f != nil { // TLS and h2c: ALPN or preface decides the plane
 		return f.serve(ln, func(h1 net.Listener) error { return p.proxy.Serve(listener, h1) })
@@ -172,6 +185,9 @@ func (p *httpPlane) ReopenLogs() error {
 	if p.proxy == nil {
 		return nil
 	}
+	if p.engine != nil {
+		_ = p.engine.ReopenAccessLog()
+	}
 	return p.proxy.ReopenAccessLog()
 }
 
@@ -179,21 +195,34 @@ func (p *httpPlane) Shutdown(ctx context.Context) error {
 	if p.proxy == nil {
 		return nil
 	}
-	return p.proxy.Shutdown(ctx)
+	engineDone := make(chan error, 1)
+	go func() { engineDone <- p.shutdownEngine(ctx) }()
+	return errors.Join(p.proxy.Shutdown(ctx), <-engineDone)
 }
 
 func (p *httpPlane) Responses(b *upstream.Backend) [6]uint64 {
 	if p.proxy == nil {
 		return [6]uint64{}
 	}
-	return p.proxy.Responses(b)
+	r := p.proxy.Responses(b)
+	if p.engine != nil {
+		for i, n := range p.engine.Responses(b) {
+			r[i] += n
+		}
+	}
+	return r
 }
 
 func (p *httpPlane) PoolCounters(pool string) (retries, hedges uint64) {
 	if p.proxy == nil {
 		return 0, 0
 	}
-	return p.proxy.PoolCounters(pool)
+	retries, hedges = p.proxy.PoolCounters(pool)
+	if p.engine != nil {
+		r, _ := p.engine.PoolCounters(pool)
+		retries += r
+	}
+	return retries, hedges
 }
 
 // proxyTrust is the configuration's trusted_proxies as the peers an accept_proxy listener
