@@ -80,6 +80,12 @@ const (
 	epollConn      = syscall.EPOLLIN | syscall.EPOLLOUT | syscall.EPOLLRDHUP | epollET
 )
 
+// Values of Shard.armed besides a tick.
+const (
+	noDeadline     = -1
+	deadlinePassed = -2 // a read deadline is set and has passed: rc.Read fails at once
+)
+
 // ReadBufSize is the size of a shard's read buffer (Buf).
 const ReadBufSize = 64 << 10
 
@@ -154,7 +160,7 @@ type Shard struct {
 
 	wheel  wheel
 	now    int64
-	armed  int64 // the tick the read deadline on ep is set for; -1: none
+	armed  int64 // the tick the read deadline on ep is set for, or noDeadline, deadlinePassed
 	later  []Handler
 	laterB []Handler
 
@@ -182,7 +188,7 @@ func newShard(g *Group, id int) (*Shard, error) {
 		_ = syscall.Close(epfd)
 		return nil, err
 	}
-	s := &Shard{id: id, g: g, epfd: epfd, armed: -1, efd: -1}
+	s := &Shard{id: id, g: g, epfd: epfd, armed: noDeadline, efd: -1}
 	s.ep = os.NewFile(uintptr(epfd), "evloop-epoll")
 	if s.rc, err = s.ep.SyscallConn(); err != nil {
 		_ = s.ep.Close()
@@ -470,7 +476,7 @@ func (s *Shard) run() {
 			return // the epoll set was closed
 		}
 		if err != nil {
-			s.armed = -1 // the deadline fired
+			s.armed = deadlinePassed // it stays set, in the past, until armDeadline moves it
 		}
 		s.dispatch()
 		s.runLater()
@@ -548,9 +554,9 @@ func (s *Shard) drainInbox() {
 func (s *Shard) armDeadline() {
 	next, ok := s.wheel.next()
 	if !ok {
-		if s.armed >= 0 {
+		if s.armed != noDeadline {
 			_ = s.ep.SetReadDeadline(time.Time{})
-			s.armed = -1
+			s.armed = noDeadline
 		}
 		return
 	}

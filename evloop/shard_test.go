@@ -286,3 +286,40 @@ func TestListenerClose(t *testing.T) {
 		t.Fatalf("accepted %d, want 1", a)
 	}
 }
+
+// After the last timer fires the shard must wait for events again, not spin on the passed
+// deadline: a connection made after it is still accepted and served.
+func TestShardSleepsAfterLastTimer(t *testing.T) {
+	addr, g, _, closed := startEcho(t, 1, 50*time.Millisecond)
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := c.Read(make([]byte, 1)); err != io.EOF {
+		t.Fatalf("idle connection: %v, want EOF", err)
+	}
+	c.Close()
+	waitClosed := time.Now().Add(5 * time.Second)
+	for closed.Load() != 1 && time.Now().Before(waitClosed) {
+		time.Sleep(time.Millisecond)
+	}
+	time.Sleep(100 * time.Millisecond) // the wheel is empty now
+	wakes := g.Shards()[0].Wakes.Load()
+	time.Sleep(200 * time.Millisecond)
+	if w := g.Shards()[0].Wakes.Load() - wakes; w > 5 {
+		t.Fatalf("an idle shard woke %d times in 200 ms", w)
+	}
+	c2, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c2.Close()
+	if _, err := c2.Write([]byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	_ = c2.SetReadDeadline(time.Now().Add(2 * time.Second))
+	if _, err := io.ReadFull(c2, make([]byte, 1)); err != nil {
+		t.Fatalf("a connection after the last timer: %v", err)
+	}
+}

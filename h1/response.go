@@ -119,7 +119,7 @@ func (ex *exchange) readResponse() {
 				continue
 			}
 			ex.responseHead(data[:end], &r, data[end:])
-			if bc.gen != gen || c.gen != cgen {
+			if bc.gen != gen || c.gen != cgen || ex.resp.tunnel {
 				return
 			}
 			break
