@@ -19,7 +19,6 @@ import (
 	"testing"
 	"time"
 
-	"ballast/config"
 	"ballast/upstream"
 )
 
@@ -218,7 +217,6 @@ func TestSlowUploadTimesOut(t *testing.T) {
 	}()
 	req, _ := http.NewRequest("POST", te.url("/"), pr)
 	req.ContentLength = 10 * 32 << 10
-	go func() { time.Sleep(3 * time.Second); t.Logf("%+v", te.Stats()) }()
 	resp, b := doReq(t, testClient(), req)
 	if resp.StatusCode != 200 || string(b) != strconv.Itoa(10*32<<10) {
 		t.Fatalf("steady slow body: %d %q", resp.StatusCode, b)
@@ -442,12 +440,10 @@ func TestReplaySafety(t *testing.T) {
 // TestStaleKeepAlive: a backend that closes its idle connections between requests costs no
 // failed request, GET or POST.
 func TestStaleKeepAlive(t *testing.T) {
-	var n atomic.Int64
 	sb := newScriptBackend(t)
 	for range 20 {
 		sb.resp = append(sb.resp, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok<close>")
 	}
-	_ = n
 	cfg := testConfig(testPool("p", "roundrobin", sb.addr()))
 	cfg.Pools[0].Retries.Attempts = 1
 	te := startEngine(t, cfg)
@@ -608,5 +604,3 @@ func TestMaxKeepAliveRequests(t *testing.T) {
 		t.Fatalf("statuses %q (want three, the last with Connection: close): %q", s, out)
 	}
 }
-
-var _ = config.Duration{}
