@@ -49,7 +49,3 @@ func (p *bufPool) put(b []byte) {
 	}
 	p.free[k] = append(p.free[k], b[:0])
 }
-
-// BufStats reports the buffers the shard's pool handed out and how many it had to allocate;
-// on the shard's goroutine only.
-func (s *Shard) BufStats() (gets, misses uint64) { return s.bufs.gets, s.bufs.misses }

@@ -432,6 +432,10 @@ func (s *Shard) GetBuf(n int) []byte { return s.bufs.get(n) }
 // PutBuf gives b back to the shard's pool.
 func (s *Shard) PutBuf(b []byte) { s.bufs.put(b) }
 
+// BufStats reports the buffers the shard's pool handed out and how many it had to allocate;
+// on the shard's goroutine only.
+func (s *Shard) BufStats() (gets, misses uint64) { return s.bufs.gets, s.bufs.misses }
+
 // Post queues t to run on the shard; safe for concurrent use, and allocation-free once the
 // inbox has grown to the posts of one wake-up.
 func (s *Shard) Post(t Task) {

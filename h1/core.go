@@ -435,10 +435,15 @@ func listed(r *respHead, name []byte) bool {
 	return false
 }
 
-// logAccess writes one access-log line.
-func (t *table) logAccess(l *accesslog.Log, e *accesslog.Entry) {
+// lineSink takes access-log lines to write off the shard.
+type lineSink interface {
+	add(l *accesslog.Log, e *accesslog.Entry)
+}
+
+// logAccess writes one access-log line (through the shard's writer).
+func (t *table) logAccess(to lineSink, l *accesslog.Log, e *accesslog.Entry) {
 	if t.access && l != nil {
-		l.Write(e)
+		to.add(l, e)
 	}
 }
 

@@ -74,6 +74,7 @@ type shard struct {
 	freeB  []*backendConn
 
 	clients *clientConn // every open client connection of the shard (shutdown walks it)
+	log     *shardLog   // access-log lines, written off the shard (accesslog.go)
 	st      shardStats
 }
 
@@ -101,6 +102,7 @@ type Stats struct {
 	Queued                    int64 // requests that waited in a backlog
 	Tunnels                   int64 // open Upgrade tunnels
 	AcceptFailures            int64 // accepts refused for want of descriptors
+	LogDropped                int64 // access-log lines lost to a writer that fell behind
 }
 
 // maxFree bounds each shard's free lists: records beyond go to the collector.
@@ -121,6 +123,7 @@ func New(cfg *config.Config, pools map[string]*upstream.Pool, logger *slog.Logge
 	for _, s := range g.Shards() {
 		sh := &shard{e: e, s: s, id: s.ID(), wbuf: make([]byte, 0, 2*evloop.ReadBufSize)}
 		sh.br = bufio.NewReaderSize(&sh.rd, evloop.ReadBufSize)
+		sh.log = newShardLog(sh)
 		e.shards = append(e.shards, sh)
 	}
 	t, err := buildTable(cfg, pools, nil, len(e.shards))
@@ -129,6 +132,9 @@ func New(cfg *config.Config, pools map[string]*upstream.Pool, logger *slog.Logge
 	}
 	if err != nil {
 		g.Close()
+		for _, sh := range e.shards {
+			sh.log.close()
+		}
 		return nil, err
 	}
 	e.table.Store(t)
@@ -192,6 +198,7 @@ func (e *Engine) Stats() Stats {
 		s.Active += st.active.Load()
 		s.Queued += st.queued.Load()
 		s.Tunnels += st.tunnels.Load()
+		s.LogDropped += sh.log.dropped.Load()
 	}
 	e.mu.Lock()
 	for _, l := range e.listeners {
@@ -310,6 +317,9 @@ func (e *Engine) Shutdown(ctx context.Context) error {
 	}
 	e.onShards(func(sh *shard) { sh.closeAll() })
 	e.group.Close()
+	for _, sh := range e.shards {
+		sh.log.close() // after the shards: their last lines are in
+	}
 	return err
 }
 

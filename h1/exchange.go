@@ -804,5 +804,5 @@ func (ex *exchange) logAccess() {
 	if ex.resp.backend != nil {
 		e.Backend = ex.resp.backend.ID
 	}
-	t.logAccess(l, &e)
+	t.logAccess(ex.sh.log, l, &e)
 }
