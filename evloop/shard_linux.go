@@ -167,7 +167,8 @@ type Shard struct {
 	buf  []byte
 	bufs bufPool
 
-	mu       sync.Mutex // guards inbox
+	mu       sync.Mutex // guards inbox, closed and the eventfd's closing
+	closed   bool
 	inbox    []Task
 	spare    []Task
 	pending  atomic.Int32 // inbox is not empty
@@ -215,6 +216,9 @@ func newShard(g *Group, id int) (*Shard, error) {
 }
 
 func (s *Shard) closeFiles() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.closed = true
 	if s.efd >= 0 {
 		_ = syscall.Close(s.efd)
 		s.efd = -1
@@ -437,11 +441,15 @@ func (s *Shard) PutBuf(b []byte) { s.bufs.put(b) }
 func (s *Shard) BufStats() (gets, misses uint64) { return s.bufs.gets, s.bufs.misses }
 
 // Post queues t to run on the shard; safe for concurrent use, and allocation-free once the
-// inbox has grown to the posts of one wake-up.
+// inbox has grown to the posts of one wake-up. A task posted after the group closed is
+// dropped.
 func (s *Shard) Post(t Task) {
 	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return
+	}
 	s.inbox = append(s.inbox, t)
-	s.mu.Unlock()
 	s.pending.Store(1)
 	if s.sleeping.Load() == 1 && s.sleeping.CompareAndSwap(1, 0) {
 		one := uint64(1)

@@ -11,11 +11,13 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"runtime"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -603,4 +605,71 @@ func TestMaxKeepAliveRequests(t *testing.T) {
 	if s := statuses(out); s != "200 200 200" || !bytes.Contains(out, []byte("Connection: close")) {
 		t.Fatalf("statuses %q (want three, the last with Connection: close): %q", s, out)
 	}
+}
+
+// TestBackendByName: a backend named by host name is resolved off the shard, and its address
+// kept for the next connections.
+func TestBackendByName(t *testing.T) {
+	var n atomic.Int64
+	addr := slowBackend(t, 0, &n)
+	_, port, _ := net.SplitHostPort(addr)
+	te := startEngine(t, testConfig(testPool("p", "roundrobin", "localhost:"+port)))
+	c := testClient()
+	for i := range 3 {
+		resp, b := get(t, c, "GET", te.url("/"), nil, nil)
+		if resp.StatusCode != 200 || string(b) != "done" {
+			t.Fatalf("request %d: %d %q", i, resp.StatusCode, b)
+		}
+	}
+	st := stateOf(te.pools["p"].Backends()[0])
+	if r := st.resolved.Load(); r == nil || r.ap.Port() == 0 {
+		t.Fatal("the resolved address was not kept")
+	}
+}
+
+// TestAcceptPausesWithoutDescriptors: when the process runs out of descriptors the shards stop
+// accepting for a while (counted) instead of spinning, and accept again once some are free.
+func TestAcceptPausesWithoutDescriptors(t *testing.T) {
+	te := startEngine(t, testConfig(testPool("p", "roundrobin", fixedBackend(t))))
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		t.Fatal(err)
+	}
+	open := countFDs(t)
+	low := lim
+	low.Cur = uint64(open + 40) // the clients' sockets count too
+	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &low); err != nil {
+		t.Skip("cannot lower RLIMIT_NOFILE:", err)
+	}
+	defer func() { _ = syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim) }()
+	var conns []net.Conn
+	for range 35 {
+		c, err := net.Dial("tcp", te.addr)
+		if err != nil {
+			break
+		}
+		conns = append(conns, c)
+	}
+	waitFor(t, "an accept failure", func() bool { return te.Stats().AcceptFailures > 0 })
+	wakes := te.group.Shards()[0].Wakes.Load() + te.group.Shards()[1%len(te.group.Shards())].Wakes.Load()
+	time.Sleep(300 * time.Millisecond)
+	if w := te.group.Shards()[0].Wakes.Load() + te.group.Shards()[1%len(te.group.Shards())].Wakes.Load() - wakes; w > 200 {
+		t.Fatalf("the shards woke %d times in 300 ms without descriptors (spinning)", w)
+	}
+	for _, c := range conns {
+		c.Close()
+	}
+	_ = syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim)
+	resp, _ := get(t, testClient(), "GET", te.url("/"), nil, nil)
+	if resp.StatusCode != 200 {
+		t.Fatalf("after descriptors came back: %d", resp.StatusCode)
+	}
+}
+
+func countFDs(t *testing.T) int {
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Skip(err)
+	}
+	return len(ents)
 }

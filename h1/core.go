@@ -86,7 +86,18 @@ var backendSlot = upstream.NewSlot()
 type backendState struct {
 	shards   []shardIdle
 	statuses [6]atomic.Uint64
+	// resolved caches the address of a backend named by host name (resolved off the shard).
+	resolved atomic.Pointer[resolvedAddr]
 }
+
+// resolvedAddr is a host name's address and the shard clock reading it is good until.
+type resolvedAddr struct {
+	ap    netip.AddrPort
+	until int64
+}
+
+// dnsTTL is how long a resolved backend address is used before it is looked up again.
+const dnsTTL = int64(30 * time.Second)
 
 // shardIdle is one shard's idle connections to a backend, touched by that shard only; padded
 // so that two shards never share a cache line.

@@ -400,16 +400,22 @@ func (ex *exchange) use(b *upstream.Backend) {
 	}
 	ap, ok := b.AddrPort()
 	if !ok {
-		ex.resolve(b.Address) // a host name: resolved off the shard
+		if r := st.resolved.Load(); r != nil && sh.now < r.until {
+			ap, ok = r.ap, true
+		}
+	}
+	if !ok {
+		ex.resolve(b.Address, st) // a host name: resolved off the shard
 		return
 	}
 	ex.connect(ap)
 }
 
 // resolve looks a backend's host name up in a goroutine of its own and posts the answer.
-func (ex *exchange) resolve(address string) {
+func (ex *exchange) resolve(address string, st *backendState) {
 	ex.pending++
 	timeout := ex.ps.connectTimeout
+	now := ex.sh.now
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), timeout)
 		defer cancel()
@@ -426,6 +432,9 @@ func (ex *exchange) resolve(address string) {
 				p, err = parsePort(port)
 				ap = netip.AddrPortFrom(addrs[0].Unmap(), uint16(p))
 			}
+		}
+		if err == nil {
+			st.resolved.Store(&resolvedAddr{ap: ap, until: now + dnsTTL})
 		}
 		ex.dnsAddr, ex.dnsErr = ap, err
 		ex.sh.s.Post(ex)
