@@ -22,9 +22,11 @@ type backendConn struct {
 	tphase uint8
 	served int
 	gen    uint32
-	// prev and next link the idle connections of one backend on the shard.
-	prev, next *backendConn
-	ps         *poolState // the pool whose keep-alive rules apply while idle
+	// prev and next link the idle connections of one backend on the shard; aprev and anext
+	// every backend connection of the shard (shutdown closes them all).
+	prev, next   *backendConn
+	aprev, anext *backendConn
+	ps           *poolState // the pool whose keep-alive rules apply while idle
 }
 
 // States of a backend connection.
@@ -137,8 +139,30 @@ func (bc *backendConn) close() {
 	bc.Shard().Stop(&bc.timer)
 	bc.FD.Close()
 	bc.releaseIn()
+	sh.unlinkAll(bc)
 	sh.st.backendConns.Add(-1)
 	sh.freeBackend(bc)
+}
+
+// linkAll and unlinkAll keep the shard's list of its backend connections.
+func (sh *shard) linkAll(bc *backendConn) {
+	bc.aprev, bc.anext = nil, sh.backends
+	if bc.anext != nil {
+		bc.anext.aprev = bc
+	}
+	sh.backends = bc
+}
+
+func (sh *shard) unlinkAll(bc *backendConn) {
+	if bc.aprev != nil {
+		bc.aprev.anext = bc.anext
+	} else if sh.backends == bc {
+		sh.backends = bc.anext
+	}
+	if bc.anext != nil {
+		bc.anext.aprev = bc.aprev
+	}
+	bc.aprev, bc.anext = nil, nil
 }
 
 func (sh *shard) newBackend(b *upstream.Backend) *backendConn {

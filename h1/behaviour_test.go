@@ -673,3 +673,24 @@ func countFDs(t *testing.T) int {
 	}
 	return len(ents)
 }
+
+// TestShutdownClosesBackendConnections: after Shutdown no backend connection of the engine is
+// left open, idle ones included.
+func TestShutdownClosesBackendConnections(t *testing.T) {
+	sb := newScriptBackend(t, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok", "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+	te := startEngine(t, testConfig(testPool("p", "roundrobin", sb.addr())))
+	for range 2 {
+		get(t, testClient(), "GET", te.url("/"), nil, nil)
+	}
+	if n := te.Stats().BackendConns; n == 0 {
+		t.Fatal("no pooled backend connection")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := te.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := te.Stats().BackendConns; n != 0 {
+		t.Fatalf("%d backend connections open after Shutdown", n)
+	}
+}

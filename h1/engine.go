@@ -73,9 +73,10 @@ type shard struct {
 	freeC  []*clientConn
 	freeB  []*backendConn
 
-	clients *clientConn // every open client connection of the shard (shutdown walks it)
-	log     *shardLog   // access-log lines, written off the shard (accesslog.go)
-	st      shardStats
+	clients  *clientConn  // every open client connection of the shard (shutdown walks it)
+	backends *backendConn // every open backend connection of the shard
+	log      *shardLog    // access-log lines, written off the shard (accesslog.go)
+	st       shardStats
 }
 
 // shardStats are one shard's counters, written by that shard only.
@@ -371,12 +372,8 @@ func (sh *shard) closeAll() {
 	for sh.clients != nil {
 		sh.clients.abort()
 	}
-	for _, ps := range sh.e.table.Load().routes {
-		for _, b := range ps.ps.pool.Backends() {
-			if st := stateOf(b); st != nil {
-				sh.closeIdle(st)
-			}
-		}
+	for sh.backends != nil {
+		sh.backends.close()
 	}
 }
 

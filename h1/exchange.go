@@ -471,6 +471,7 @@ func (ex *exchange) connect(ap netip.AddrPort) {
 		return
 	}
 	sh.st.backendConns.Add(1)
+	sh.linkAll(bc)
 	ex.attach(bc)
 	if !done {
 		bc.state = bcConnecting
