@@ -15,8 +15,8 @@ type backendConn struct {
 	timer  evloop.Timer
 	sh     *shard
 	b      *upstream.Backend
-	ex     *exchange
-	in     []byte // a response head split across reads
+	a      *attempt // the attempt it serves, while active
+	in     []byte   // a response head split across reads
 	scan   int
 	state  uint8
 	tphase uint8
@@ -61,20 +61,21 @@ func (bc *backendConn) Event(ev evloop.Events) {
 	case bcConnecting:
 		if bc.Ready&(evloop.Writable|evloop.Hangup) != 0 {
 			bc.state = bcActive
-			bc.ex.connected(bc.ConnectResult())
+			bc.a.connected(bc.ConnectResult())
 		}
 	case bcIdle:
 		if ev&(evloop.Readable|evloop.Hangup) != 0 {
 			bc.close() // closed by the backend, or bytes nobody asked for
 		}
 	case bcActive:
-		ex, gen := bc.ex, bc.gen
-		if ex.a.sent < len(ex.wire) && bc.Ready&evloop.Writable != 0 {
-			ex.send()
-		} else if ex.stream && !ex.reqDone && !ex.resp.started && len(ex.up) > 0 && bc.Ready&evloop.Writable != 0 {
+		a, gen := bc.a, bc.gen
+		ex := a.ex
+		if a.sent < len(a.wire) && bc.Ready&evloop.Writable != 0 {
+			a.send()
+		} else if a == ex.a && ex.stream && !ex.reqDone && !ex.resp.started && len(ex.up) > 0 && bc.Ready&evloop.Writable != 0 {
 			ex.pumpBody()
 		}
-		if bc.gen != gen || bc.ex != ex {
+		if bc.gen != gen || bc.a != a {
 			return
 		}
 		if ex.resp.started && ex.tunnelling() {
@@ -82,7 +83,7 @@ func (bc *backendConn) Event(ev evloop.Events) {
 			return
 		}
 		if bc.Ready&evloop.Readable != 0 {
-			ex.readResponse()
+			a.readResponse()
 		}
 	}
 }
@@ -96,17 +97,17 @@ func (bc *backendConn) Expire(now int64) {
 	switch bc.tphase {
 	case bConnect:
 		bc.sh.st.connectFailures.Add(1)
-		bc.ex.attemptFailed(errConnect, errConnectTimeout)
+		bc.a.failed(errConnect, errConnectTimeout)
 	case bResponse:
-		ex := bc.ex
-		if ex == nil {
+		a := bc.a
+		if a == nil {
 			return
 		}
-		if ex.resp.started {
-			ex.responseFailed() // the backend went quiet in the middle of the body
+		if a.ex.resp.started && a == a.ex.a {
+			a.ex.responseFailed() // the backend went quiet in the middle of the body
 			return
 		}
-		ex.attemptFailed(errTimeout, nil)
+		a.failed(errTimeout, nil)
 	case bIdle:
 		bc.close()
 	}
@@ -209,7 +210,7 @@ func (sh *shard) putIdle(bc *backendConn, ps *poolState) {
 		bc.close()
 		return
 	}
-	bc.ex, bc.state, bc.ps, bc.scan = nil, bcIdle, ps, 0
+	bc.a, bc.state, bc.ps, bc.scan = nil, bcIdle, ps, 0
 	bc.prev, bc.next = nil, si.head
 	if si.head != nil {
 		si.head.prev = bc

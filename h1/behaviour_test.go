@@ -21,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"ballast/config"
 	"ballast/upstream"
 )
 
@@ -692,5 +693,44 @@ func TestShutdownClosesBackendConnections(t *testing.T) {
 	}
 	if n := te.Stats().BackendConns; n != 0 {
 		t.Fatalf("%d backend connections open after Shutdown", n)
+	}
+}
+
+// TestHedging: with hedge.delay, an idempotent request to a slow backend gets a copy on
+// another backend and the first response wins; the loser's slot is released; a POST is
+// never hedged.
+func TestHedging(t *testing.T) {
+	var slowN, fastN atomic.Int64
+	slow := httpBackend(t, func(w http.ResponseWriter, r *http.Request) {
+		slowN.Add(1)
+		select {
+		case <-time.After(2 * time.Second):
+		case <-r.Context().Done():
+		}
+		fmt.Fprint(w, "slow")
+	})
+	fast := slowBackend(t, 0, &fastN)
+	pc := testPool("p", "roundrobin", slow, fast)
+	pc.Hedge = config.Hedge{Delay: dur(50 * time.Millisecond), MaxHedges: 1}
+	pc.Retries.Budget = 1
+	te := startEngine(t, testConfig(pc))
+	c := testClient()
+	for i := range 6 {
+		start := time.Now()
+		resp, b := get(t, c, "GET", te.url("/"), nil, nil)
+		if resp.StatusCode != 200 || string(b) != "done" || time.Since(start) > time.Second {
+			t.Fatalf("request %d: %d %q after %v", i, resp.StatusCode, b, time.Since(start))
+		}
+	}
+	if _, h := te.PoolCounters("p"); h == 0 || slowN.Load() == 0 {
+		t.Fatalf("hedges %d, slow backend saw %d", h, slowN.Load())
+	}
+	waitFor(t, "the losers' slots", func() bool { return inflight(te.pools["p"]) == 0 })
+	_, hedges := te.PoolCounters("p")
+	for range 2 { // POSTs take their backend's time, unhedged
+		get(t, c, "POST", te.url("/"), strings.NewReader("x"), nil)
+	}
+	if _, h := te.PoolCounters("p"); h != hedges {
+		t.Fatalf("a POST was hedged (%d hedges, %d before)", h, hedges)
 	}
 }

@@ -42,6 +42,7 @@ const (
 	tBody         // waiting for request body bytes (idle_timeout per 64 KiB)
 	tQueue        // the request waits in the backlog (queue_timeout)
 	tWrite        // the client does not take its response (idle_timeout)
+	tHedge        // hedge.delay without a response head: send a copy
 	tLinger       // discarding after the response, before the close
 )
 
@@ -100,6 +101,10 @@ func (c *clientConn) Expire(now int64) {
 	case tWrite:
 		c.sh.st.writeTimeouts.Add(1)
 		c.abort()
+	case tHedge:
+		if c.ex != nil {
+			c.ex.hedgeTimer()
+		}
 	case tLinger:
 		c.close()
 	}

@@ -35,6 +35,7 @@ import (
 //	(*poolState).key      the balancer's hash key
 //	(*poolState).acquire  pick a backend (or wait in the backlog: upstream.Ticket)
 //	(*poolState).decide   after a failed attempt: fresh connection, another backend, or fail
+//	(*poolState).hedge    whether a hedged copy goes out now (hedged, tryAcquire)
 //	(*table).respond      response-header rules
 //	(*poolState).release  the attempt's outcome to the pool and the counters
 //	(*table).logAccess    the access-log line
@@ -65,6 +66,8 @@ type poolState struct {
 	hashName       string
 	attempts       int
 	nonIdempotent  bool
+	hedgeDelay     time.Duration // 0: no hedging
+	maxHedges      int
 	respTimeout    time.Duration
 	connectTimeout time.Duration
 	backendIdle    time.Duration
@@ -75,7 +78,7 @@ type poolState struct {
 	counters       *poolCounters
 }
 
-type poolCounters struct{ retries atomic.Uint64 }
+type poolCounters struct{ retries, hedges atomic.Uint64 }
 
 // backendSlot is the engine's attachment slot on upstream backends: per-shard idle
 // connections and the status counters.
@@ -153,11 +156,16 @@ func newPoolState(pc *config.Pool, pool *upstream.Pool, prev *table, shards int)
 		hashName:       pc.HashKey.Name,
 		attempts:       min(max(pc.Retries.Attempts, 1), config.MaxAttempts),
 		nonIdempotent:  pc.Retries.NonIdempotent,
+		hedgeDelay:     pc.Hedge.Delay.Duration,
+		maxHedges:      min(pc.Hedge.MaxHedges, config.MaxHedges),
 		respTimeout:    config.Or(pc.Timeouts.Response.Duration, config.DefaultResponseTimeout),
 		connectTimeout: config.Or(pc.Timeouts.Connect.Duration, config.DefaultConnectTimeout),
 		backendIdle:    config.Or(pc.Timeouts.Idle.Duration, config.DefaultBackendIdle),
 		include5xx:     pc.Outlier.Include5xx,
 		maxRequests:    pc.KeepAlive.MaxRequests,
+	}
+	if ps.hedgeDelay > 0 && ps.maxHedges <= 0 {
+		ps.maxHedges = config.DefaultMaxHedges
 	}
 	maxIdle := pc.KeepAlive.MaxIdle
 	if maxIdle <= 0 {
@@ -275,6 +283,32 @@ func (ps *poolState) key(h *fasthttp.RequestHeader, client netip.Addr) uint64 {
 		return balance.CARPURLHash(h.RequestURI())
 	}
 	return balance.HashURI(h.RequestURI(), false)
+}
+
+// tryAcquire picks a backend only if one can take the request now (a hedged copy, or a retry
+// beside running copies: neither is worth a wait in the backlog).
+func (ps *poolState) tryAcquire(key uint64, tried balance.Tried) *upstream.Backend {
+	b, err := ps.pool.TryAcquire(key, tried)
+	if err != nil {
+		return nil
+	}
+	return b
+}
+
+// hedge reports whether another copy of a request may be sent now (hedge.max_hedges not
+// reached and the retry budget not spent), counting it.
+func (ps *poolState) hedge(sent int, now int64) bool {
+	if sent >= ps.maxHedges || !ps.budget.spend(now/int64(time.Second)) {
+		return false
+	}
+	ps.counters.hedges.Add(1)
+	return true
+}
+
+// hedged reports whether a request is hedged: hedge.delay set, idempotent, a body that can be
+// sent again.
+func (ps *poolState) hedged(idem, streamed, upgrade bool) bool {
+	return ps.hedgeDelay > 0 && idem && !streamed && !upgrade
 }
 
 // acquire picks a backend with a reserved slot, or queues the request in t (g hears the

@@ -170,11 +170,12 @@ func (e *Engine) Responses(b *upstream.Backend) [6]uint64 {
 	return out
 }
 
-// PoolCounters returns the retries of the named pool's requests (the engine sends no hedges).
+// PoolCounters returns how many of the named pool's requests were retried on another backend
+// and how many hedged copies were sent.
 func (e *Engine) PoolCounters(pool string) (retries, hedges uint64) {
 	for _, r := range e.table.Load().routes {
 		if r.ps.name == pool {
-			return r.ps.counters.retries.Load(), 0
+			return r.ps.counters.retries.Load(), r.ps.counters.hedges.Load()
 		}
 	}
 	return 0, 0
@@ -432,7 +433,7 @@ func (sh *shard) newExchange(c *clientConn) *exchange {
 func (sh *shard) freeExchange(ex *exchange) {
 	sh.st.active.Add(-1)
 	logb, dec, up := ex.logb[:0], ex.dec.trailer[:0], ex.resp.dec.trailer[:0]
-	*ex = exchange{sh: sh, logb: logb}
+	*ex = exchange{sh: sh, logb: logb, gen: ex.gen + 1}
 	ex.dec.trailer, ex.resp.dec.trailer = dec, up
 	if len(sh.freeEx) < maxFree {
 		sh.freeEx = append(sh.freeEx, ex)

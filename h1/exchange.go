@@ -15,6 +15,7 @@ import (
 
 	"ballast/accesslog"
 	"ballast/balance"
+	"ballast/config"
 	"ballast/evloop"
 	"ballast/upstream"
 )
@@ -36,13 +37,12 @@ type exchange struct {
 
 	// The request as it goes to the backend: the forwarded head, and a small body after it.
 	req     []byte
-	hostAt  int    // -1, or where a head without Host gets "Host: <backend>" (HTTP/1.0)
-	wire    []byte // what an attempt sends: req, or a copy with that Host line
-	bodyLen int64  // Content-Length; -1 chunked; 0 none
-	stream  bool   // the body streams (over maxBufferedBody, or chunked)
-	remain  int64  // bytes of a Content-Length body still to come from the client
-	bodyIn  int64  // body bytes read from the client
-	mark    int64  // bodyIn when the body timer was last armed
+	hostAt  int   // -1, or where a head without Host gets "Host: <backend>" (HTTP/1.0)
+	bodyLen int64 // Content-Length; -1 chunked; 0 none
+	stream  bool  // the body streams (over maxBufferedBody, or chunked)
+	remain  int64 // bytes of a Content-Length body still to come from the client
+	bodyIn  int64 // body bytes read from the client
+	mark    int64 // bodyIn when the body timer was last armed
 	dec     chunkDecoder
 	up      []byte // streamed body bytes the backend has not taken yet
 	reqDone bool   // the request went to the backend whole
@@ -52,6 +52,7 @@ type exchange struct {
 	http10     bool
 	keepAlive  bool // the client may keep the connection (its version and Connection field)
 	upgrade    bool
+	hedged     bool // copies go to other backends each hedge.delay without a response
 	key        uint64
 	tried      balance.Tried
 	try, stale int
@@ -63,15 +64,20 @@ type exchange struct {
 	gone    bool // abandoned while tasks were pending: free it when they have run
 	grantB  *upstream.Backend
 	grantE  error
-	dnsAddr netip.AddrPort
-	dnsErr  error
 
-	a         attempt
+	// The attempts: att holds the one running (or, hedged, up to 1+max_hedges at once); a is
+	// the one the response comes from (the first one sent, until another's response head
+	// wins); hedges counts the copies sent.
+	att       [1 + config.MaxHedges]attempt
+	a         *attempt
+	running   int
+	hedges    int
 	lastClass errClass // the last failed attempt's
 	resp      respState
 
 	logb []byte // the access log's request fields, copied when logging is on
 	logf logFields
+	gen  uint32 // changes when the record is freed (a caller holding it across calls checks)
 }
 
 // Methods the engine tells apart.
@@ -83,13 +89,18 @@ const (
 
 // attempt is one try of the request on one backend.
 type attempt struct {
-	b      *upstream.Backend
-	bc     *backendConn
-	sent   int // bytes of wire written
-	reused bool
-	wrote  bool
-	start  int64
-	ttfb   int64
+	ex      *exchange
+	live    bool
+	b       *upstream.Backend
+	bc      *backendConn
+	wire    []byte // what it sends: ex.req, or a copy with the backend's Host line
+	sent    int    // bytes of wire written
+	reused  bool
+	wrote   bool
+	start   int64
+	ttfb    int64
+	dnsAddr netip.AddrPort
+	dnsErr  error
 }
 
 // logFields locate the access log's request fields in logb.
@@ -153,6 +164,7 @@ func (ex *exchange) start(r *reqHead, rh *fasthttp.RequestHeader) {
 	}
 	ps.budget.request(sh.now / int64(time.Second))
 	ex.key = ps.key(rh, ip)
+	ex.hedged = ps.hedged(ex.idem, ex.stream, ex.upgrade)
 	ex.try = 1
 	if r.expect100 && ex.bodyLen != 0 && len(c.in) == 0 {
 		c.write(continue100, nil) // the client waits for it before sending the body
@@ -200,9 +212,9 @@ func (ex *exchange) clientEvent() {
 	switch {
 	case ex.resp.tunnel:
 		ex.tunnelEvent()
-	case ex.bodyLen > 0 && !ex.stream && ex.a.b == nil && !ex.queued && ex.pending == 0:
+	case ex.bodyLen > 0 && !ex.stream && ex.a == nil && !ex.queued && ex.pending == 0:
 		ex.readSmallBody()
-	case ex.stream && !ex.reqDone && !ex.resp.started && ex.a.bc != nil && ex.a.bc.state == bcActive && ex.a.sent == len(ex.wire):
+	case ex.stream && !ex.reqDone && !ex.resp.started && ex.a != nil && ex.a.bc != nil && ex.a.bc.state == bcActive && ex.a.sent == len(ex.a.wire):
 		ex.pumpBody()
 	}
 }
@@ -287,7 +299,7 @@ func (ex *exchange) failClient(class errClass) {
 		c.abort()
 		return
 	}
-	ex.dropAttempt(class)
+	ex.dropAll(class, false)
 	ex.answer(answer{status: class.status(), msg: "ballast: " + class.String() + "\n", close: true})
 }
 
@@ -311,7 +323,7 @@ func (ex *exchange) pick() {
 		}
 		return
 	}
-	ex.use(b)
+	ex.launch(b)
 }
 
 // Granted hears the backlog's answer, on whichever goroutine freed a slot: it only posts
@@ -321,12 +333,11 @@ func (ex *exchange) Granted(_ *upstream.Ticket, b *upstream.Backend, err error) 
 	ex.sh.s.Post(ex)
 }
 
-// Run continues the exchange on its shard after a posted task: a grant from the backlog or
-// a resolved backend address.
+// Run continues the exchange on its shard after the backlog granted it a slot.
 func (ex *exchange) Run(s *evloop.Shard) {
 	ex.sh.now = s.Now()
 	ex.pending--
-	if ex.queued {
+	{
 		ex.queued = false
 		b, err := ex.grantB, ex.grantE
 		ex.grantB, ex.grantE = nil, nil
@@ -344,19 +355,24 @@ func (ex *exchange) Run(s *evloop.Shard) {
 			ex.answer(acquireAnswer(err))
 			return
 		}
-		ex.use(b)
-		return
+		ex.launch(b)
 	}
-	// A DNS answer for ex.a.
-	if ex.gone {
+}
+
+// Run continues the attempt on its shard once its backend's name is resolved.
+func (a *attempt) Run(s *evloop.Shard) {
+	ex := a.ex
+	ex.sh.now = s.Now()
+	ex.pending--
+	if ex.gone || !a.live {
 		ex.freeIfDone()
 		return
 	}
-	if ex.dnsErr != nil {
-		ex.attemptFailed(errConnect, ex.dnsErr)
+	if a.dnsErr != nil {
+		a.failed(errConnect, a.dnsErr)
 		return
 	}
-	ex.connect(ex.dnsAddr)
+	a.connect(a.dnsAddr)
 }
 
 // queueTimeout: the request waited queue_timeout in the backlog.
@@ -369,14 +385,25 @@ func (ex *exchange) queueTimeout() {
 	ex.answer(acquireAnswer(upstream.ErrQueueTimeout))
 }
 
-// use starts an attempt on b: an idle connection of this shard, or a new one.
-func (ex *exchange) use(b *upstream.Backend) {
+// launch starts an attempt on b, in a free place of att: an idle connection of this shard to
+// b, or a new one. The first attempt is the one the response is expected from.
+func (ex *exchange) launch(b *upstream.Backend) {
 	sh := ex.sh
-	ex.a = attempt{b: b, start: sh.now}
-	ex.wire = ex.req
+	var a *attempt
+	for i := range ex.att {
+		if !ex.att[i].live {
+			a = &ex.att[i]
+			break
+		}
+	}
+	*a = attempt{ex: ex, live: true, b: b, start: sh.now, wire: ex.req}
+	ex.running++
+	if ex.a == nil {
+		ex.a = a
+	}
 	if ex.hostAt >= 0 {
-		ex.wire = append(append(append(append(sh.s.GetBuf(len(ex.req)+len(b.Address)+8), ex.req[:ex.hostAt]...), "Host: "...), b.Address...), "\r\n"...)
-		ex.wire = append(ex.wire, ex.req[ex.hostAt:]...)
+		a.wire = append(append(append(append(sh.s.GetBuf(len(ex.req)+len(b.Address)+8), ex.req[:ex.hostAt]...), "Host: "...), b.Address...), "\r\n"...)
+		a.wire = append(a.wire, ex.req[ex.hostAt:]...)
 	}
 	st := stateOf(b)
 	if !ex.upgrade {
@@ -392,9 +419,9 @@ func (ex *exchange) use(b *upstream.Backend) {
 				bc.close()
 				continue
 			}
-			ex.a.reused = true
-			ex.attach(bc)
-			ex.send()
+			a.reused = true
+			a.attach(bc)
+			a.send()
 			return
 		}
 	}
@@ -405,14 +432,15 @@ func (ex *exchange) use(b *upstream.Backend) {
 		}
 	}
 	if !ok {
-		ex.resolve(b.Address, st) // a host name: resolved off the shard
+		a.resolve(b.Address, st) // a host name: resolved off the shard
 		return
 	}
-	ex.connect(ap)
+	a.connect(ap)
 }
 
 // resolve looks a backend's host name up in a goroutine of its own and posts the answer.
-func (ex *exchange) resolve(address string, st *backendState) {
+func (a *attempt) resolve(address string, st *backendState) {
+	ex := a.ex
 	ex.pending++
 	timeout := ex.ps.connectTimeout
 	now := ex.sh.now
@@ -436,8 +464,8 @@ func (ex *exchange) resolve(address string, st *backendState) {
 		if err == nil {
 			st.resolved.Store(&resolvedAddr{ap: ap, until: now + dnsTTL})
 		}
-		ex.dnsAddr, ex.dnsErr = ap, err
-		ex.sh.s.Post(ex)
+		a.dnsAddr, a.dnsErr = ap, err
+		ex.sh.s.Post(a)
 	}()
 }
 
@@ -459,61 +487,62 @@ func parsePort(s string) (uint64, error) {
 }
 
 // connect opens a new connection to the attempt's backend.
-func (ex *exchange) connect(ap netip.AddrPort) {
-	sh := ex.sh
-	bc := sh.newBackend(ex.a.b)
+func (a *attempt) connect(ap netip.AddrPort) {
+	ex, sh := a.ex, a.ex.sh
+	bc := sh.newBackend(a.b)
 	sh.st.connects.Add(1)
 	done, err := sh.s.Connect(&bc.FD, ap, bc)
 	if err != nil {
 		sh.freeBackend(bc)
 		sh.st.connectFailures.Add(1)
-		ex.attemptFailed(errConnect, err)
+		a.failed(errConnect, err)
 		return
 	}
 	sh.st.backendConns.Add(1)
 	sh.linkAll(bc)
-	ex.attach(bc)
+	a.attach(bc)
 	if !done {
 		bc.state = bcConnecting
 		bc.arm(bConnect, sh.now+int64(ex.ps.connectTimeout))
 		return
 	}
-	ex.send()
+	a.send()
 }
 
-func (ex *exchange) attach(bc *backendConn) {
-	bc.ex, bc.state = ex, bcActive
+func (a *attempt) attach(bc *backendConn) {
+	bc.a, bc.state = a, bcActive
 	bc.scan = 0
-	ex.a.bc = bc
+	a.bc = bc
 }
 
 // connected: a connect in progress ended.
-func (ex *exchange) connected(err error) {
+func (a *attempt) connected(err error) {
 	if err != nil {
-		ex.sh.st.connectFailures.Add(1)
-		ex.attemptFailed(errConnect, err)
+		a.ex.sh.st.connectFailures.Add(1)
+		a.failed(errConnect, err)
 		return
 	}
-	ex.a.bc.state = bcActive
-	ex.send()
+	a.bc.state = bcActive
+	a.send()
 }
 
-// send writes the request (what is left of it) to the backend, then streams the body.
-func (ex *exchange) send() {
-	a := &ex.a
+// send writes the request (what is left of it) to the backend, then, for the first attempt,
+// streams the body.
+func (a *attempt) send() {
+	ex := a.ex
 	bc := a.bc
-	for a.sent < len(ex.wire) {
-		n, err := bc.Write(ex.wire[a.sent:])
+	for a.sent < len(a.wire) {
+		n, err := bc.Write(a.wire[a.sent:])
 		if n > 0 {
 			a.sent += n
 			a.wrote = true
 		}
-		if err == evloop.ErrAgain || err == nil && a.sent < len(ex.wire) {
+		if err == evloop.ErrAgain || err == nil && a.sent < len(a.wire) {
 			bc.arm(bResponse, ex.sh.now+int64(ex.ps.respTimeout))
 			return // the rest when the socket drains
 		}
 		if err != nil {
-			ex.attemptFailed(writeClass(a, err), err)
+			a.failed(writeClass(a, err), err)
 			return
 		}
 	}
@@ -523,8 +552,9 @@ func (ex *exchange) send() {
 	}
 	ex.reqDone = true
 	bc.arm(bResponse, ex.sh.now+int64(ex.ps.respTimeout))
+	ex.armHedge()
 	if bc.Ready&evloop.Readable != 0 {
-		ex.readResponse() // an early response, or a close, already waits
+		a.readResponse() // an early response, or a close, already waits
 	}
 }
 
@@ -652,35 +682,42 @@ func (ex *exchange) uploadFailed(err error) {
 		ex.c.abort() // the response is on its way: the client cannot be told
 		return
 	}
-	ex.attemptFailed(errClosed, err)
+	ex.a.failed(errClosed, err)
 }
 
-// attemptFailed ends the attempt on its backend and applies the core's decision: a fresh
-// connection, another backend, or the answer.
-func (ex *exchange) attemptFailed(class errClass, err error) {
-	a := &ex.a
+// failed ends the attempt on its backend and applies the core's decision: a fresh
+// connection, another backend, or the answer. With other attempts of a hedged request still
+// running, it only ends this one (and may send a retry beside them).
+func (a *attempt) failed(class errClass, err error) {
+	ex := a.ex
 	b := a.b
-	if b == nil {
-		ex.failAttempts(class)
-		return
-	}
 	eof := errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
 	failed := ex.ps.failed(class, a.reused, eof, 0)
-	ex.dropAttempt(class)
+	reused := a.reused
+	a.drop(class)
 	ex.ps.release(b, 0, time.Duration(ex.sh.now-a.start), failed)
 	if class == errConnect {
 		ex.ps.pool.Unreachable(b)
 	}
-	o := outcome{class: class, reused: a.reused, idempotent: ex.idem, untouched: !ex.stream || ex.bodyIn == 0}
+	o := outcome{class: class, reused: reused, idempotent: ex.idem, untouched: !ex.stream || ex.bodyIn == 0}
+	if ex.running > 0 { // a hedged request: the others run on; a retry may join them
+		if ex.ps.decide(o, ex.try, 2, ex.sh.now) == decideRetry {
+			ex.markTried(b)
+			if nb := ex.ps.tryAcquire(ex.key, ex.tried); nb != nil {
+				ex.try++
+				ex.markTried(nb)
+				ex.launch(nb)
+			}
+		}
+		return
+	}
 	switch ex.ps.decide(o, ex.try, ex.stale, ex.sh.now) {
 	case decideFresh:
 		ex.stale++
 		ex.sh.closeIdle(stateOf(b)) // those idle beside the dead one are suspect too
 		ex.pick()
 	case decideRetry:
-		if i := b.Index(); i >= 0 {
-			ex.tried.Add(i)
-		}
+		ex.markTried(b)
 		ex.try++
 		ex.pick()
 	default:
@@ -688,20 +725,64 @@ func (ex *exchange) attemptFailed(class errClass, err error) {
 	}
 }
 
-// dropAttempt closes the attempt's connection (unusable after a failure).
-func (ex *exchange) dropAttempt(class errClass) {
-	a := &ex.a
+// armHedge starts the hedge timer once the request went out whole.
+func (ex *exchange) armHedge() {
+	if !ex.hedged || ex.resp.started || ex.hedges >= ex.ps.maxHedges || ex.c.tphase == tHedge {
+		return
+	}
+	if ex.a != nil {
+		ex.markTried(ex.a.b) // a copy goes elsewhere
+	}
+	ex.c.arm(tHedge, ex.sh.now+int64(ex.ps.hedgeDelay))
+}
+
+// hedgeTimer: hedge.delay passed without a response head: another copy, to another backend
+// that can take it now, within hedge.max_hedges and the retry budget.
+func (ex *exchange) hedgeTimer() {
+	if ex.resp.started || ex.running == 0 {
+		return
+	}
+	if ex.ps.hedge(ex.hedges, ex.sh.now) {
+		if b := ex.ps.tryAcquire(ex.key, ex.tried); b != nil {
+			ex.hedges++
+			ex.markTried(b)
+			ex.launch(b)
+		}
+	}
+	if ex.hedges < ex.ps.maxHedges && !ex.resp.started && ex.c.tphase != tHedge {
+		ex.c.arm(tHedge, ex.sh.now+int64(ex.ps.hedgeDelay))
+	}
+}
+
+// markTried adds b to the backends the request has used, so that a retry or hedge avoids it.
+func (ex *exchange) markTried(b *upstream.Backend) {
+	if i := b.Index(); i >= 0 {
+		ex.tried.Add(i)
+	}
+}
+
+// drop closes the attempt's connection (unusable after a failure, or a loser's) and frees
+// its place.
+func (a *attempt) drop(class errClass) {
+	ex := a.ex
 	ex.lastClass = class
 	if a.bc != nil {
 		a.bc.close()
 		a.bc = nil
 	}
-	if ex.hostAt >= 0 && len(ex.wire) > 0 && &ex.wire[0] != &ex.req[0] {
-		ex.sh.s.PutBuf(ex.wire)
+	if len(a.wire) > 0 && &a.wire[0] != &ex.req[0] {
+		ex.sh.s.PutBuf(a.wire)
 	}
-	ex.wire = nil
+	a.wire = nil
 	a.sent, a.wrote = 0, false
 	a.b = nil
+	if a.live {
+		a.live = false
+		ex.running--
+	}
+	if ex.a == a {
+		ex.a = nil
+	}
 }
 
 // failAttempts answers a request whose last attempt failed.
@@ -739,23 +820,31 @@ func (ex *exchange) abandon() {
 		ex.resp.tunnel = false
 		ex.sh.st.tunnels.Add(-1)
 	}
-	if ex.a.b != nil {
-		ex.dropAttemptReleased(errCancelled)
-	}
+	ex.dropAll(errCancelled, true)
 	ex.gone = true
 	ex.freeIfDone()
 }
 
-// dropAttemptReleased closes the attempt and releases its slot (not the backend's fault).
-func (ex *exchange) dropAttemptReleased(class errClass) {
-	b, start, ttfb := ex.a.b, ex.a.start, ex.a.ttfb
-	status := ex.resp.status
-	ex.dropAttempt(class)
-	lat := ttfb
-	if lat == 0 {
-		lat = ex.sh.now - start
+// dropAll ends every attempt still running, releasing their slots as not the backends'
+// failures (released: already counted when the response came).
+func (ex *exchange) dropAll(class errClass, released bool) {
+	for i := range ex.att {
+		a := &ex.att[i]
+		if !a.live {
+			continue
+		}
+		b, lat := a.b, a.ttfb
+		if lat == 0 {
+			lat = ex.sh.now - a.start
+		}
+		status := 0
+		if a == ex.a {
+			status = ex.resp.status
+		}
+		a.drop(class)
+		ex.ps.release(b, status, time.Duration(lat), false)
 	}
-	ex.ps.release(b, status, time.Duration(lat), false)
+	_ = released
 }
 
 // finish gives the exchange back; the client connection goes on.
@@ -805,7 +894,7 @@ func (ex *exchange) logAccess() {
 		BytesIn:   ex.bodyIn,
 		BytesOut:  ex.resp.bytesOut,
 		Duration:  time.Duration(ex.sh.now - ex.began),
-		Upstream:  time.Duration(ex.a.ttfb),
+		Upstream:  time.Duration(ex.resp.ttfb),
 		Retries:   ex.try - 1,
 	}
 	if ex.ps != nil {

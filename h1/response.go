@@ -25,6 +25,7 @@ type respState struct {
 	interim  int
 	bytesOut int64
 	backend  *upstream.Backend
+	ttfb     int64
 }
 
 // Framings of a response body, from the backend.
@@ -51,10 +52,15 @@ const maxInterim = 8
 
 // readResponse reads from the backend: the response head, then the body, passing each read
 // on to the client as it arrives; it stops while the client has not taken the last one.
-func (ex *exchange) readResponse() {
-	bc := ex.a.bc
+func (a *attempt) readResponse() {
+	ex := a.ex
+	if ex.resp.started && a == ex.a {
+		ex.pumpResponse()
+		return
+	}
+	bc := a.bc
 	c := ex.c
-	gen, cgen := bc.gen, c.gen
+	gen, cgen, xgen := bc.gen, c.gen, ex.gen
 	for !ex.resp.started {
 		if bc.Ready&evloop.Readable == 0 {
 			return
@@ -66,7 +72,7 @@ func (ex *exchange) readResponse() {
 				return
 			}
 			if err != nil {
-				ex.attemptFailed(headClass(&ex.a, err), err)
+				a.failed(headClass(a, err), err)
 				return
 			}
 			bc.in = bc.in[:len(bc.in)+n]
@@ -78,7 +84,7 @@ func (ex *exchange) readResponse() {
 				return
 			}
 			if err != nil {
-				ex.attemptFailed(headClass(&ex.a, err), err)
+				a.failed(headClass(a, err), err)
 				return
 			}
 			data = buf[:n]
@@ -88,7 +94,7 @@ func (ex *exchange) readResponse() {
 			end := headEnd(data, &bc.scan)
 			if end == 0 {
 				if len(data) >= maxRespHead {
-					ex.attemptFailed(errBadGateway, nil)
+					a.failed(errBadGateway, nil)
 					return
 				}
 				if len(bc.in) == 0 { // keep the partial head: the shard's buffer is reused
@@ -98,12 +104,12 @@ func (ex *exchange) readResponse() {
 			}
 			var r respHead
 			if !checkResponse(data[:end], &r) {
-				ex.attemptFailed(errBadGateway, nil)
+				a.failed(errBadGateway, nil)
 				return
 			}
 			if r.status >= 100 && r.status < 200 && r.status != 101 {
 				if ex.resp.interim++; ex.resp.interim > maxInterim {
-					ex.attemptFailed(errBadGateway, nil)
+					a.failed(errBadGateway, nil)
 					return
 				}
 				data = data[end:] // skip it (the client got its own 100 Continue)
@@ -118,14 +124,17 @@ func (ex *exchange) readResponse() {
 				}
 				continue
 			}
+			ex.win(a)
 			ex.responseHead(data[:end], &r, data[end:])
-			if bc.gen != gen || c.gen != cgen || ex.resp.tunnel {
-				return
+			if bc.gen != gen || c.gen != cgen || ex.gen != xgen || ex.resp.tunnel {
+				return // finished (or failed) with its head
 			}
 			break
 		}
 	}
-	ex.pumpResponse()
+	if a == ex.a {
+		ex.pumpResponse()
+	}
 }
 
 // headClass classifies a failure to read the response head.
@@ -136,17 +145,39 @@ func headClass(a *attempt, err error) errClass {
 	return errClosed
 }
 
+// win makes a, whose response head came first, the exchange's attempt: the others (hedged
+// copies) are dropped, their slots released as not their backends' failures.
+func (ex *exchange) win(a *attempt) {
+	if ex.running == 1 && ex.a == a {
+		return
+	}
+	ex.a = a
+	for i := range ex.att {
+		o := &ex.att[i]
+		if o == a || !o.live {
+			continue
+		}
+		b := o.b
+		o.drop(errCancelled)
+		ex.ps.release(b, 0, time.Duration(ex.sh.now-o.start), false)
+	}
+	ex.a = a
+	if ex.c.tphase == tHedge {
+		ex.c.disarm()
+	}
+}
+
 // responseHead sends the response head to the client, with the body bytes that came with
 // it, and decides how the body is framed both ways.
 func (ex *exchange) responseHead(raw []byte, r *respHead, rest []byte) {
-	a, c, sh := &ex.a, ex.c, ex.sh
+	a, c, sh := ex.a, ex.c, ex.sh
 	bc := a.bc
 	a.ttfb = sh.now - a.start
 	rs := &ex.resp
-	rs.status, rs.backend = r.status, a.b
+	rs.status, rs.backend, rs.ttfb = r.status, a.b, a.ttfb
 	if r.status == 101 {
 		if !ex.upgrade {
-			ex.attemptFailed(errBadGateway, nil)
+			a.failed(errBadGateway, nil)
 			return
 		}
 		ex.tunnel(raw, r, rest)
@@ -278,7 +309,7 @@ func (ex *exchange) respDone() bool {
 func (ex *exchange) pumpResponse() {
 	c, sh := ex.c, ex.sh
 	bc := ex.a.bc
-	gen, cgen := bc.gen, c.gen
+	gen, cgen, xgen := bc.gen, c.gen, ex.gen
 	rs := &ex.resp
 	for len(c.out) == 0 && !ex.respDone() {
 		if bc.Ready&evloop.Readable == 0 {
@@ -311,7 +342,7 @@ func (ex *exchange) pumpResponse() {
 		if used < n {
 			rs.reusable = false
 		}
-		if !c.write(w, body) || bc.gen != gen || c.gen != cgen {
+		if !c.write(w, body) || bc.gen != gen || c.gen != cgen || ex.gen != xgen {
 			return
 		}
 		if rs.broken {
@@ -331,14 +362,14 @@ func (ex *exchange) clientDrained() {
 		ex.tunnelEvent()
 		return
 	}
-	if ex.resp.started && ex.a.bc != nil && !ex.respDone() {
+	if ex.resp.started && ex.a != nil && ex.a.bc != nil && !ex.respDone() {
 		ex.pumpResponse()
 		return
 	}
 	if ex.respDone() && ex.resp.started {
 		return // finished already
 	}
-	if ex.stream && !ex.reqDone && ex.a.bc != nil && !ex.resp.started {
+	if ex.stream && !ex.reqDone && ex.a != nil && ex.a.bc != nil && !ex.resp.started {
 		ex.pumpBody()
 	}
 }
@@ -346,11 +377,10 @@ func (ex *exchange) clientDrained() {
 // responseFailed: the backend broke off (or sent a malformed body) after the head went to
 // the client, who can only be told by the connection's end.
 func (ex *exchange) responseFailed() {
-	a := &ex.a
-	if a.b != nil {
+	if a := ex.a; a != nil && a.live {
 		b := a.b
-		ex.dropAttempt(errClosed)
-		ex.ps.release(b, ex.resp.status, time.Duration(a.ttfb), true)
+		a.drop(errClosed)
+		ex.ps.release(b, ex.resp.status, time.Duration(ex.resp.ttfb), true)
 	}
 	ex.logAccess()
 	ex.c.abort()
@@ -358,10 +388,9 @@ func (ex *exchange) responseFailed() {
 
 // finishResponse: the response went to the client whole.
 func (ex *exchange) finishResponse() {
-	a := &ex.a
+	a := ex.a
 	rs := &ex.resp
-	bc := a.bc
-	if bc != nil {
+	if bc := a.bc; bc != nil {
 		a.bc = nil
 		if rs.reusable && ex.reqDone && len(bc.in) == 0 {
 			ex.sh.putIdle(bc, ex.ps)
@@ -369,14 +398,9 @@ func (ex *exchange) finishResponse() {
 			bc.close()
 		}
 	}
-	if ex.hostAt >= 0 && len(ex.wire) > 0 && &ex.wire[0] != &ex.req[0] {
-		ex.sh.s.PutBuf(ex.wire)
-	}
-	ex.wire = nil
-	if b := a.b; b != nil {
-		a.b = nil
-		ex.ps.release(b, rs.status, time.Duration(a.ttfb), ex.ps.failed(errNone, a.reused, false, rs.status))
-	}
+	b := a.b
+	a.drop(errNone)
+	ex.ps.release(b, rs.status, time.Duration(rs.ttfb), ex.ps.failed(errNone, a.reused, false, rs.status))
 	ex.logAccess()
 	ex.finish(ex.c.closeAfter)
 }

@@ -121,9 +121,10 @@ func (ex *exchange) endTunnel(clean bool) {
 	sh := ex.sh
 	sh.st.tunnels.Add(-1)
 	ex.resp.tunnel = false
-	if b := ex.a.b; b != nil {
-		ex.dropAttempt(errNone)
-		ex.ps.release(b, 101, time.Duration(ex.a.ttfb), false)
+	if a := ex.a; a != nil && a.live {
+		b := a.b
+		a.drop(errNone)
+		ex.ps.release(b, 101, time.Duration(ex.resp.ttfb), false)
 	}
 	ex.logAccess()
 	c := ex.c

@@ -13,7 +13,7 @@ import (
 // The event-loop HTTP/1.1 engine (package h1) serves plain-HTTP listeners instead of the
 // fasthttp plane when the environment has BALLAST_H1=engine: a temporary switch while the
 // engine takes the plane over (issue 20). A configuration that uses what the engine does not
-// have yet (traffic policy, error pages, sticky sessions, hedging, backend TLS or HTTP/2,
+// have yet (traffic policy, error pages, sticky sessions, backend TLS or HTTP/2,
 // TLS, h2c and PROXY-protocol listeners) stays on fasthttp whole.
 
 // h1EngineOn reports whether the switch is on.
@@ -30,7 +30,7 @@ func engineServes(cfg *config.Config, name string) bool {
 		}
 	}
 	for _, pc := range cfg.Pools {
-		if pc.Sticky != nil || pc.Hedge.Delay.Duration > 0 || pc.TLS != nil || pc.Protocol != "" && pc.Protocol != "http1" {
+		if pc.Sticky != nil || pc.TLS != nil || pc.Protocol != "" && pc.Protocol != "http1" {
 			return false
 		}
 	}
