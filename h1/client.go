@@ -130,6 +130,10 @@ func (c *clientConn) serve() {
 		}
 		if len(c.in) > 0 {
 			if end := headEnd(c.in, &c.scan); end > 0 {
+				if end > c.l.maxHdr {
+					c.refuse(headTooLarge)
+					return
+				}
 				c.begin(c.in, end, false)
 				continue
 			}
@@ -170,6 +174,10 @@ func (c *clientConn) serve() {
 		data := buf[:n]
 		c.scan = 0
 		if end := headEnd(data, &c.scan); end > 0 {
+			if end > c.l.maxHdr {
+				c.refuse(headTooLarge)
+				return
+			}
 			c.begin(data, end, true)
 			continue
 		}
