@@ -433,7 +433,7 @@ func (sh *shard) newExchange(c *clientConn) *exchange {
 func (sh *shard) freeExchange(ex *exchange) {
 	sh.st.active.Add(-1)
 	logb, dec, up := ex.logb[:0], ex.dec.trailer[:0], ex.resp.dec.trailer[:0]
-	*ex = exchange{sh: sh, logb: logb, gen: ex.gen + 1}
+	*ex = exchange{sh: sh, logb: logb, gen: ex.gen + 1, ticket: ex.ticket, more: ex.more}
 	ex.dec.trailer, ex.resp.dec.trailer = dec, up
 	if len(sh.freeEx) < maxFree {
 		sh.freeEx = append(sh.freeEx, ex)

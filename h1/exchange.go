@@ -58,17 +58,18 @@ type exchange struct {
 	try, stale int
 	began      int64
 
-	ticket  upstream.Ticket
-	queued  bool // waiting in the backlog
-	pending int  // tasks posted for this exchange not run yet (a grant, a DNS answer)
-	gone    bool // abandoned while tasks were pending: free it when they have run
+	ticket  *upstream.Ticket // allocated the first time the record waits; kept with it
+	queued  bool             // waiting in the backlog
+	pending int              // tasks posted for this exchange not run yet (a grant, a DNS answer)
+	gone    bool             // abandoned while tasks were pending: free it when they have run
 	grantB  *upstream.Backend
 	grantE  error
 
-	// The attempts: att holds the one running (or, hedged, up to 1+max_hedges at once); a is
-	// the one the response comes from (the first one sent, until another's response head
-	// wins); hedges counts the copies sent.
-	att       [1 + config.MaxHedges]attempt
+	// The attempts: att holds the one running (or, hedged, up to 1+max_hedges at once: more
+	// holds those past two, allocated once per record); a is the one the response comes from
+	// (the first one sent, until another's response head wins); hedges counts the copies.
+	att       [2]attempt
+	more      []attempt
 	a         *attempt
 	running   int
 	hedges    int
@@ -305,7 +306,10 @@ func (ex *exchange) failClient(class errClass) {
 
 // pick acquires a backend, or queues the request, or answers why not.
 func (ex *exchange) pick() {
-	b, queued, ans := ex.ps.acquire(ex.key, ex.tried, &ex.ticket, ex)
+	if ex.ticket == nil {
+		ex.ticket = new(upstream.Ticket)
+	}
+	b, queued, ans := ex.ps.acquire(ex.key, ex.tried, ex.ticket, ex)
 	if ans.status != 0 {
 		if ex.try > 1 || ex.stale > 0 {
 			ex.failAttempts(ex.lastClass)
@@ -377,7 +381,7 @@ func (a *attempt) Run(s *evloop.Shard) {
 
 // queueTimeout: the request waited queue_timeout in the backlog.
 func (ex *exchange) queueTimeout() {
-	if !ex.queued || !ex.ps.pool.Cancel(&ex.ticket, true) {
+	if !ex.queued || !ex.ps.pool.Cancel(ex.ticket, true) {
 		return // granted meanwhile: the grant is on its way (Run)
 	}
 	ex.queued = false
@@ -389,12 +393,10 @@ func (ex *exchange) queueTimeout() {
 // b, or a new one. The first attempt is the one the response is expected from.
 func (ex *exchange) launch(b *upstream.Backend) {
 	sh := ex.sh
-	var a *attempt
-	for i := range ex.att {
-		if !ex.att[i].live {
-			a = &ex.att[i]
-			break
-		}
+	a := ex.freeAttempt()
+	if a == nil {
+		ex.ps.release(b, 0, 0, false)
+		return
 	}
 	*a = attempt{ex: ex, live: true, b: b, start: sh.now, wire: ex.req}
 	ex.running++
@@ -437,6 +439,34 @@ func (ex *exchange) launch(b *upstream.Backend) {
 	}
 	a.connect(ap)
 }
+
+// freeAttempt returns a place for a new attempt.
+func (ex *exchange) freeAttempt() *attempt {
+	for i := range ex.att {
+		if !ex.att[i].live {
+			return &ex.att[i]
+		}
+	}
+	if ex.more == nil { // never reallocated: attempts are referred to by pointer
+		ex.more = make([]attempt, config.MaxHedges-1)
+	}
+	for i := range ex.more {
+		if !ex.more[i].live {
+			return &ex.more[i]
+		}
+	}
+	return nil // not reached: running attempts are at most 1+max_hedges
+}
+
+// attemptAt returns attempt place i, for i < ex.places().
+func (ex *exchange) attemptAt(i int) *attempt {
+	if i < len(ex.att) {
+		return &ex.att[i]
+	}
+	return &ex.more[i-len(ex.att)]
+}
+
+func (ex *exchange) places() int { return len(ex.att) + len(ex.more) }
 
 // resolve looks a backend's host name up in a goroutine of its own and posts the answer.
 func (a *attempt) resolve(address string, st *backendState) {
@@ -812,7 +842,7 @@ func (ex *exchange) answer(a answer) {
 
 // abandon ends the exchange because its client went away (or the engine shuts down).
 func (ex *exchange) abandon() {
-	if ex.queued && ex.ps.pool.Cancel(&ex.ticket, false) {
+	if ex.queued && ex.ps.pool.Cancel(ex.ticket, false) {
 		ex.queued = false
 		ex.pending--
 	}
@@ -828,8 +858,8 @@ func (ex *exchange) abandon() {
 // dropAll ends every attempt still running, releasing their slots as not the backends'
 // failures (released: already counted when the response came).
 func (ex *exchange) dropAll(class errClass, released bool) {
-	for i := range ex.att {
-		a := &ex.att[i]
+	for i := range ex.places() {
+		a := ex.attemptAt(i)
 		if !a.live {
 			continue
 		}

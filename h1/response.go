@@ -152,8 +152,8 @@ func (ex *exchange) win(a *attempt) {
 		return
 	}
 	ex.a = a
-	for i := range ex.att {
-		o := &ex.att[i]
+	for i := range ex.places() {
+		o := ex.attemptAt(i)
 		if o == a || !o.live {
 			continue
 		}
