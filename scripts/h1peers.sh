@@ -8,7 +8,8 @@
 # connections; 0 skips it). Prints one row per load (medians of REPS runs, every run in
 # brackets) and each plane's ratio to HAProxy. ENGINE2_ENV (say BALLAST_H1_SHARDS=1) adds a
 # second engine process with those environment variables as a fourth column, for comparing
-# engine settings in the same run; ROWS (default "ka16 ka256 close") picks the loads. Needs: haproxy nginx wrk ab curl python3.
+# engine settings in the same run; ROWS (default "ka16 ka256 close"; lat256 adds wrk's p50/p99
+# latency at c=256 for each process) picks the loads. Needs: haproxy nginx wrk ab curl python3.
 set -u
 BIN=$(readlink -f "$1"); REPS=${2:-5}; SECS=${3:-4}; N=${4:-20000}; IDLE=${IDLE:-5000}
 shared=${PEERS_SHARED:-$(cd "$(dirname "$0")/.." && pwd)/../shared/tools/peers}
@@ -65,12 +66,22 @@ row() { # name cmd args...
   printf '%-16s %10s %10s %10s %8s %8s   %s | %s | %s%s\n' "$name" $mh $mf $me $(ratio $mf $mh) $(ratio $me $mh) "${H[*]}" "${F[*]}" "${E[*]}" "$extra"
 }
 kac() { ka $2 $3 $1; }
+lat() { # pid port -> "p50/p99" in ms under wrk -c256 (the latency row)
+  wrk -t1 -c256 -d${SECS}s --latency http://127.0.0.1:$2/ 2>/dev/null |
+    awk '/^ +50%/ {p50=$2} /^ +99%/ {p99=$2} END {printf "%s/%s", p50, p99}'
+}
+latrow() {
+  local H=() F=() E=()
+  for r in $(seq 1 $REPS); do H+=($(lat $hp 28390)); F+=($(lat $fp 28391)); E+=($(lat $ep 28392)); done
+  printf '%-16s p50/p99 per run: haproxy %s | fasthttp %s | engine %s\n' "latency c=256" "${H[*]}" "${F[*]}" "${E[*]}"
+}
 ROWS=${ROWS:-ka16 ka256 close}
 for r in $ROWS; do
   case $r in
   ka16) row "keep-alive c=16" kac 16 ;;
   ka256) row "keep-alive c=256" kac 256 ;;
   close) row "close c=16" cl ;;
+  lat256) latrow ;;
   esac
 done
 if [ "$IDLE" -gt 0 ]; then
