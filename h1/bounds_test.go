@@ -5,6 +5,7 @@ package h1
 import (
 	"bytes"
 	"net"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -64,5 +65,25 @@ func TestHeadBounds(t *testing.T) {
 	out := exchangeRaw(t, te2.addr, []byte("GET / HTTP/1.1\r\nHost: a\r\n\r\n"))
 	if s := statuses(out); s != "502" {
 		t.Fatalf("a 70 KiB response head: %q, want 502", out)
+	}
+}
+
+// TestAnswerBeforeBody: a request answered by the engine before its body was read (no route)
+// closes the connection: the body is never read as a request.
+func TestAnswerBeforeBody(t *testing.T) {
+	rb := newRawBackend(t)
+	te := startEngine(t, conformanceConfig(rb.addr()))
+	hidden := "GET /api/admin HTTP/1.1\r\nHost: public.example\r\n\r\n"
+	for _, req := range []string{
+		"POST /nowhere HTTP/1.1\r\nHost: other.example\r\nContent-Length: " + strconv.Itoa(len(hidden)) + "\r\n\r\n" + hidden,
+		"POST /nowhere HTTP/1.1\r\nHost: other.example\r\nTransfer-Encoding: chunked\r\n\r\n" + strconv.FormatInt(int64(len(hidden)), 16) + "\r\n" + hidden + "\r\n0\r\n\r\n",
+	} {
+		out := exchangeRaw(t, te.addr, []byte(req))
+		if s := statuses(out); s != "404" || !bytes.Contains(out, []byte("Connection: close")) {
+			t.Fatalf("statuses %q, want one 404 that closes: %q", s, out)
+		}
+		if got, _ := rb.take(t); len(got) > 0 {
+			t.Fatalf("the body was forwarded as a request: %q", got)
+		}
 	}
 }

@@ -123,6 +123,15 @@ func (ex *exchange) start(r *reqHead, rh *fasthttp.RequestHeader) {
 	ex.http10 = r.http10
 	ex.keepAlive = !r.connClose && (!r.http10 || r.connKeepAlive)
 	ex.upgrade = r.isUpgrade()
+	// The framing first: an answer of Ballast's own before the body was read (404) must know
+	// that the connection cannot be kept.
+	switch {
+	case r.chunked:
+		ex.bodyLen, ex.stream = -1, true
+	case r.clen > 0:
+		ex.bodyLen, ex.remain = r.clen, r.clen
+		ex.stream = r.clen > maxBufferedBody
+	}
 	if t.access {
 		ex.copyLogFields(rh)
 	}
@@ -142,11 +151,8 @@ func (ex *exchange) start(r *reqHead, rh *fasthttp.RequestHeader) {
 	sh.fwd = ps.forward(rh, ip, false, ex.upgrade, sh.fwd)
 	switch {
 	case r.chunked:
-		ex.bodyLen, ex.stream = -1, true
 		rh.SetContentLength(-1)
 	case r.clen > 0:
-		ex.bodyLen, ex.remain = r.clen, r.clen
-		ex.stream = r.clen > maxBufferedBody
 	case ex.upgrade:
 		rh.Del("Content-Length") // a switch has no body: the tunnel's bytes follow the head
 	case ex.method != mGet && ex.method != mHead:
