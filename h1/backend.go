@@ -196,7 +196,10 @@ func (sh *shard) takeIdle(st *backendState) *backendConn {
 		return nil
 	}
 	sh.unlinkIdle(bc)
-	bc.Shard().Stop(&bc.timer)
+	// The idle timer stays where it is: the request's response timer moves it later, which
+	// costs a store, where stopping and re-arming it would relink the wheel's list through
+	// other connections' (cold) timers on every request.
+	bc.tphase = bNone
 	bc.served++
 	return bc
 }

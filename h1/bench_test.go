@@ -7,6 +7,8 @@ import (
 	"bytes"
 	"net"
 	"net/netip"
+	"strconv"
+	"sync"
 	"testing"
 
 	"github.com/valyala/fasthttp"
@@ -240,5 +242,52 @@ func BenchmarkForwardClose(b *testing.B) {
 	b.ResetTimer()
 	for range b.N {
 		one()
+	}
+}
+
+// BenchmarkManyBackends forwards keep-alive requests from 64 clients round robin over 2 and
+// over 2000 backends (one listener each, answered at once): the engine's cost per request
+// should not depend on the backend count (docs/performance.md, "Many backends").
+func BenchmarkManyBackends(b *testing.B) {
+	for _, n := range []int{2, 2000} {
+		b.Run(strconv.Itoa(n), func(b *testing.B) {
+			addrs := make([]string, n)
+			for i := range addrs {
+				addrs[i] = fixedBackend(b)
+			}
+			pc := testPool("p", "roundrobin", addrs...)
+			pc.KeepAlive.MaxIdle = 4
+			cfg := testConfig(pc)
+			cfg.Listeners[0].ExposeBackend = false
+			te := startEngine(b, cfg)
+			clients := make(chan *keepAliveClient, 64)
+			for range 64 {
+				clients <- newKeepAliveClient(b, te.addr)
+			}
+			warm := func(k int) {
+				var wg sync.WaitGroup
+				for range 64 {
+					wg.Go(func() {
+						c := <-clients
+						for range k / 64 {
+							c.do(b)
+						}
+						clients <- c
+					})
+				}
+				wg.Wait()
+			}
+			warm(4*n + 1024) // every backend's connections on both shards
+			b.ReportAllocs()
+			b.SetParallelism(32)
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				k := <-clients
+				for pb.Next() {
+					k.do(b)
+				}
+				clients <- k
+			})
+		})
 	}
 }
