@@ -15,16 +15,15 @@ type backendConn struct {
 	timer  evloop.Timer
 	sh     *shard
 	b      *upstream.Backend
-	a      *attempt // the attempt it serves, while active
-	in     []byte   // a response head split across reads
+	st     *backendState // b's, kept here: the request path looks it up once
+	a      *attempt      // the attempt it serves, while active
+	in     []byte        // a response head split across reads
 	scan   int
 	state  uint8
 	tphase uint8
 	served int
 	gen    uint32
-	// prev and next link the idle connections of one backend on the shard; aprev and anext
-	// every backend connection of the shard (shutdown closes them all).
-	prev, next   *backendConn
+	// aprev and anext link every backend connection of the shard (shutdown closes them all).
 	aprev, anext *backendConn
 	ps           *poolState // the pool whose keep-alive rules apply while idle
 }
@@ -175,7 +174,7 @@ func (sh *shard) newBackend(b *upstream.Backend) *backendConn {
 		bc = &backendConn{sh: sh}
 		bc.timer.Init(bc)
 	}
-	bc.b = b
+	bc.b, bc.st = b, stateOf(b)
 	return bc
 }
 
@@ -191,11 +190,14 @@ func (sh *shard) freeBackend(bc *backendConn) {
 // shard, or nil.
 func (sh *shard) takeIdle(st *backendState) *backendConn {
 	si := &st.shards[sh.id]
-	bc := si.head
-	if bc == nil {
+	n := len(si.conns)
+	if n == 0 {
 		return nil
 	}
-	sh.unlinkIdle(bc)
+	bc := si.conns[n-1]
+	si.conns[n-1] = nil
+	si.conns = si.conns[:n-1]
+	bc.state = bcActive
 	// The idle timer stays where it is: the request's response timer moves it later, which
 	// costs a store, where stopping and re-arming it would relink the wheel's list through
 	// other connections' (cold) timers on every request.
@@ -207,37 +209,32 @@ func (sh *shard) takeIdle(st *backendState) *backendConn {
 // putIdle keeps bc for the next request to its backend, within keepalive.max_idle (per
 // shard) and keepalive.max_requests, for timeouts.idle.
 func (sh *shard) putIdle(bc *backendConn, ps *poolState) {
-	st := stateOf(bc.b)
-	si := &st.shards[sh.id]
-	if ps.maxRequests > 0 && bc.served+1 >= ps.maxRequests || si.n >= ps.maxIdle || sh.e.stopping.Load() {
+	si := &bc.st.shards[sh.id]
+	if ps.maxRequests > 0 && bc.served+1 >= ps.maxRequests || len(si.conns) >= ps.maxIdle || sh.e.stopping.Load() {
 		bc.close()
 		return
 	}
 	bc.a, bc.state, bc.ps, bc.scan = nil, bcIdle, ps, 0
-	bc.prev, bc.next = nil, si.head
-	if si.head != nil {
-		si.head.prev = bc
-	}
-	si.head = bc
-	si.n++
+	si.conns = append(si.conns, bc)
 	bc.arm(bIdle, sh.now+int64(ps.backendIdle))
 	if bc.Ready&(evloop.Readable|evloop.Hangup) != 0 {
 		bc.close() // it spoke out of turn, or went away, already
 	}
 }
 
+// unlinkIdle takes an idle connection out of its backend's stack wherever it is (the backend
+// closed it, or it timed out): a scan of a few entries, off the request path.
 func (sh *shard) unlinkIdle(bc *backendConn) {
-	si := &stateOf(bc.b).shards[sh.id]
-	if bc.prev != nil {
-		bc.prev.next = bc.next
-	} else if si.head == bc {
-		si.head = bc.next
+	si := &bc.st.shards[sh.id]
+	for i, c := range si.conns {
+		if c == bc {
+			last := len(si.conns) - 1
+			copy(si.conns[i:], si.conns[i+1:])
+			si.conns[last] = nil
+			si.conns = si.conns[:last]
+			break
+		}
 	}
-	if bc.next != nil {
-		bc.next.prev = bc.prev
-	}
-	bc.prev, bc.next = nil, nil
-	si.n--
 	bc.state = bcActive
 }
 
@@ -246,7 +243,7 @@ func (sh *shard) closeIdle(st *backendState) {
 	if st == nil {
 		return
 	}
-	for si := &st.shards[sh.id]; si.head != nil; {
-		si.head.close()
+	for si := &st.shards[sh.id]; len(si.conns) > 0; {
+		si.conns[len(si.conns)-1].close()
 	}
 }

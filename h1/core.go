@@ -102,12 +102,12 @@ type resolvedAddr struct {
 // dnsTTL is how long a resolved backend address is used before it is looked up again.
 const dnsTTL = int64(30 * time.Second)
 
-// shardIdle is one shard's idle connections to a backend, touched by that shard only; padded
-// so that two shards never share a cache line.
+// shardIdle is one shard's idle connections to a backend, touched by that shard only, as a
+// stack (the most recently used on top: taking and returning one touches no other
+// connection's record); padded so that two shards never share a cache line.
 type shardIdle struct {
-	head *backendConn
-	n    int
-	_    [48]byte
+	conns []*backendConn
+	_     [40]byte
 }
 
 func stateOf(b *upstream.Backend) *backendState {
