@@ -209,19 +209,23 @@ func TestSlowUploadTimesOut(t *testing.T) {
 	if n := te.Stats().BodyTimeouts; n != 2 {
 		t.Fatalf("body timeouts %d, want 2", n)
 	}
-	// 10 pieces of 32 KiB, one every 100 ms: 64 KiB within each idle timeout.
+	// A slow but steady body (64 KiB every 200 ms, ten times within a 2 s idle timeout) is
+	// not cut.
+	cfg2 := testConfig(testPool("p", "roundrobin", addr))
+	cfg2.Listeners[0].IdleTimeout = dur(2 * time.Second)
+	te2 := startEngine(t, cfg2)
 	pr, pw := io.Pipe()
 	go func() {
-		for range 10 {
-			time.Sleep(100 * time.Millisecond)
-			_, _ = pw.Write(make([]byte, 32<<10))
+		for range 5 {
+			time.Sleep(200 * time.Millisecond)
+			_, _ = pw.Write(make([]byte, 64<<10))
 		}
 		pw.Close()
 	}()
-	req, _ := http.NewRequest("POST", te.url("/"), pr)
-	req.ContentLength = 10 * 32 << 10
+	req, _ := http.NewRequest("POST", te2.url("/"), pr)
+	req.ContentLength = 5 * 64 << 10
 	resp, b := doReq(t, testClient(), req)
-	if resp.StatusCode != 200 || string(b) != strconv.Itoa(10*32<<10) {
+	if resp.StatusCode != 200 || string(b) != strconv.Itoa(5*64<<10) {
 		t.Fatalf("steady slow body: %d %q", resp.StatusCode, b)
 	}
 }
