@@ -269,7 +269,7 @@ func TestSlowloris(t *testing.T) {
 // idle_timeout closes them all, counted.
 func TestIdleFlood(t *testing.T) {
 	cfg := testConfig(testPool("p", "roundrobin", fixedBackend(t)))
-	cfg.Listeners[0].IdleTimeout = dur(500 * time.Millisecond)
+	cfg.Listeners[0].IdleTimeout = dur(5 * time.Second)
 	te := startEngine(t, cfg)
 	const n = 2000
 	goroutines := runtime.NumGoroutine()
@@ -298,7 +298,7 @@ func TestIdleFlood(t *testing.T) {
 		t.Fatalf("%d goroutines for %d idle connections (%d before)", g, n, goroutines)
 	}
 	for _, c := range conns {
-		_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		_ = c.SetReadDeadline(time.Now().Add(20 * time.Second))
 		if _, err := c.Read(buf); err != io.EOF {
 			t.Fatalf("an idle connection was not closed: %v", err)
 		}
@@ -318,46 +318,69 @@ func slowBackend(t testing.TB, d time.Duration, count *atomic.Int64) string {
 	})
 }
 
-// TestBacklog: max_conns 1 and max_queue 2: of four requests at once one runs, two wait (no
-// goroutine of the engine's) and run in turn, the fourth gets 503 at once; a wait longer
-// than queue_timeout gets 503 with Retry-After.
-func TestBacklog(t *testing.T) {
-	var count atomic.Int64
-	pc := testPool("p", "roundrobin", slowBackend(t, 200*time.Millisecond, &count))
-	pc.MaxConns, pc.MaxQueue, pc.QueueTimeout = 1, 2, dur(5*time.Second)
-	te := startEngine(t, testConfig(pc))
-	codes := make(chan int, 4)
-	var wg sync.WaitGroup
-	for i := range 4 {
-		wg.Go(func() {
-			time.Sleep(time.Duration(i) * 30 * time.Millisecond)
-			resp, _ := get(t, testClient(), "GET", te.url("/"), nil, nil)
-			codes <- resp.StatusCode
-		})
-	}
-	waitFor(t, "two requests to queue", func() bool { return te.pools["p"].Queue() == 2 })
-	wg.Wait()
-	close(codes)
-	var ok, busy int
-	for c := range codes {
-		switch c {
-		case 200:
-			ok++
-		case 503:
-			busy++
+// gatedBackend answers each request once the test opens the gate (a token per request),
+// counting the requests that arrived.
+func gatedBackend(t testing.TB, arrived *atomic.Int64) (addr string, open func(n int)) {
+	gate := make(chan struct{}, 64)
+	addr = httpBackend(t, func(w http.ResponseWriter, r *http.Request) {
+		arrived.Add(1)
+		select {
+		case <-gate:
+		case <-r.Context().Done():
+			return
+		}
+		fmt.Fprint(w, "done")
+	})
+	return addr, func(n int) {
+		for range n {
+			gate <- struct{}{}
 		}
 	}
-	if ok != 3 || busy != 1 || count.Load() != 3 {
-		t.Fatalf("%d served, %d refused, backend saw %d; want 3, 1, 3", ok, busy, count.Load())
+}
+
+// TestBacklog: max_conns 1 and max_queue 2: of four requests one runs, two wait (no goroutine
+// of the engine's) and run in turn, the fourth gets 503 at once; a wait longer than
+// queue_timeout gets 503 with Retry-After.
+func TestBacklog(t *testing.T) {
+	var arrived atomic.Int64
+	addr, open := gatedBackend(t, &arrived)
+	pc := testPool("p", "roundrobin", addr)
+	pc.MaxConns, pc.MaxQueue, pc.QueueTimeout = 1, 2, dur(time.Minute)
+	te := startEngine(t, testConfig(pc))
+	codes := make(chan int, 4)
+	send := func() {
+		resp, _ := get(t, testClient(), "GET", te.url("/"), nil, nil)
+		codes <- resp.StatusCode
+	}
+	go send()
+	waitFor(t, "the first request at the backend", func() bool { return arrived.Load() == 1 })
+	go send()
+	go send()
+	waitFor(t, "two requests to queue", func() bool { return te.pools["p"].Queue() == 2 })
+	resp, _ := get(t, testClient(), "GET", te.url("/"), nil, nil)
+	if resp.StatusCode != 503 || resp.Header.Get("Retry-After") != "1" {
+		t.Fatalf("a request beyond the backlog: %d, want 503 with Retry-After", resp.StatusCode)
+	}
+	open(3)
+	for range 3 {
+		if c := <-codes; c != 200 {
+			t.Fatalf("a queued request got %d", c)
+		}
+	}
+	if arrived.Load() != 3 {
+		t.Fatalf("the backend saw %d requests, want 3", arrived.Load())
 	}
 	if st := te.Stats(); st.Queued != 2 {
 		t.Fatalf("queued %d, want 2", st.Queued)
 	}
 
-	pc.QueueTimeout = dur(100 * time.Millisecond)
-	te2 := startEngine(t, testConfig(pc))
+	var arrived2 atomic.Int64
+	addr2, open2 := gatedBackend(t, &arrived2)
+	pc2 := testPool("p", "roundrobin", addr2)
+	pc2.MaxConns, pc2.MaxQueue, pc2.QueueTimeout = 1, 2, dur(100*time.Millisecond)
+	te2 := startEngine(t, testConfig(pc2))
 	go func() { _, _ = get(t, testClient(), "GET", te2.url("/"), nil, nil) }()
-	waitFor(t, "the first request to run", func() bool { return inflight(te2.pools["p"]) == 1 })
+	waitFor(t, "the first request to run", func() bool { return arrived2.Load() == 1 })
 	resp, body := get(t, testClient(), "GET", te2.url("/"), nil, nil)
 	if resp.StatusCode != 503 || resp.Header.Get("Retry-After") != "1" || !strings.Contains(string(body), "timed out") {
 		t.Fatalf("queue timeout: %d %v %q", resp.StatusCode, resp.Header, body)
@@ -365,6 +388,7 @@ func TestBacklog(t *testing.T) {
 	if st := te2.pools["p"].QueueStats(); st.TimedOut != 1 {
 		t.Fatalf("timed out %d, want 1", st.TimedOut)
 	}
+	open2(1)
 }
 
 // TestRetryOnConnectFailure: a pool with a dead backend answers every request from the live
@@ -460,7 +484,8 @@ func TestStaleKeepAlive(t *testing.T) {
 		if i%2 == 1 {
 			method = "POST"
 		}
-		time.Sleep(20 * time.Millisecond) // the close lands while the connection is idle
+		// The backend's close lands while the connection is idle in the engine's pool.
+		waitFor(t, "the backend's close", func() bool { return te.Stats().BackendConns == 0 })
 		resp, b := get(t, c, method, te.url("/"), strings.NewReader("x"), nil)
 		if resp.StatusCode != 200 || string(b) != "ok" {
 			t.Fatalf("request %d (%s): %d %q", i, method, resp.StatusCode, b)
@@ -708,7 +733,7 @@ func TestHedging(t *testing.T) {
 	slow := httpBackend(t, func(w http.ResponseWriter, r *http.Request) {
 		slowN.Add(1)
 		select {
-		case <-time.After(2 * time.Second):
+		case <-time.After(4 * time.Second):
 		case <-r.Context().Done():
 		}
 		fmt.Fprint(w, "slow")
@@ -722,7 +747,7 @@ func TestHedging(t *testing.T) {
 	for i := range 6 {
 		start := time.Now()
 		resp, b := get(t, c, "GET", te.url("/"), nil, nil)
-		if resp.StatusCode != 200 || string(b) != "done" || time.Since(start) > time.Second {
+		if resp.StatusCode != 200 || string(b) != "done" || time.Since(start) > 3*time.Second {
 			t.Fatalf("request %d: %d %q after %v", i, resp.StatusCode, b, time.Since(start))
 		}
 	}
