@@ -30,9 +30,9 @@ fuzz-smoke:
 	for f in $$($(GO) test -list 'Fuzz.*' ./balance/ | grep ^Fuzz); do \
 	  $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime 10s ./balance/ || exit 1; done
 
-# bpf-check: regenerate the committed bpf2go output (director, realserver) and fail if it
+# bpf-check: regenerate the committed bpf2go output (director, realserver, lab, vrrp) and fail if it
 # differs from what is committed. Needs clang, llvm and libbpf-dev; skipped without clang.
 bpf-check:
 	@if ! command -v clang >/dev/null; then echo "bpf-check: no clang, skipped"; exit 0; fi; \
-	 $(GO) generate ./director ./realserver ./lab && \
-	 git diff --exit-code -- 'director/*_bpfel.*' 'realserver/*_bpfel.*' 'lab/*_bpfel.*'
+	 $(GO) generate ./director ./realserver ./lab ./vrrp && \
+	 git diff --exit-code -- 'director/*_bpfel.*' 'realserver/*_bpfel.*' 'lab/*_bpfel.*' 'vrrp/*_bpfel.*'

@@ -109,6 +109,14 @@ type Entry struct {
 	// termination state: who or what ended it, then in which phase; "--" for a normal end.
 	// Empty when the plane does not say.
 	Termination string
+
+	// The L4 planes' fields, which the HTTP planes leave empty. Transport ("tcp", "udp") makes
+	// the line a connection's (or a flow's): the formats then leave out the request's fields
+	// (method, URI, status...) and write the client's port and the backend's address. BytesIn
+	// and BytesOut are then what moved each way, Upstream the connect time.
+	Transport      string
+	ClientPort     uint16
+	BackendAddress string
 }
 
 var lineBufs = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
@@ -127,6 +135,9 @@ func (l *Log) Write(e *Entry) {
 func (e *Entry) appendJSON(b []byte, now time.Time) []byte {
 	b = append(b, `{"time":"`...)
 	b = now.UTC().AppendFormat(b, "2006-01-02T15:04:05.000Z07:00")
+	if e.Transport != "" {
+		return e.appendJSONL4(b)
+	}
 	b = append(b, `","listener":`...)
 	b = appendJSONString(b, e.Listener)
 	b = append(b, `,"client":"`...)
@@ -168,9 +179,82 @@ func (e *Entry) appendJSON(b []byte, now time.Time) []byte {
 	return append(b, "}\n"...)
 }
 
+// appendJSONL4 is a connection's (or flow's) line, after its time.
+func (e *Entry) appendJSONL4(b []byte) []byte {
+	b = append(b, `","transport":`...)
+	b = appendJSONString(b, e.Transport)
+	b = append(b, `,"listener":`...)
+	b = appendJSONString(b, e.Listener)
+	b = append(b, `,"client":"`...)
+	b = appendAddr(b, e.Client)
+	b = append(b, `","client_port":`...)
+	b = strconv.AppendUint(b, uint64(e.ClientPort), 10)
+	b = append(b, `,"pool":`...)
+	b = appendJSONString(b, e.Pool)
+	b = append(b, `,"backend":`...)
+	b = appendJSONString(b, e.Backend)
+	b = append(b, `,"backend_address":`...)
+	b = appendJSONString(b, e.BackendAddress)
+	b = append(b, `,"bytes_in":`...)
+	b = strconv.AppendInt(b, e.BytesIn, 10)
+	b = append(b, `,"bytes_out":`...)
+	b = strconv.AppendInt(b, e.BytesOut, 10)
+	b = append(b, `,"duration_ms":`...)
+	b = strconv.AppendFloat(b, float64(e.Duration.Microseconds())/1000, 'f', 3, 64)
+	b = append(b, `,"connect_ms":`...)
+	b = strconv.AppendFloat(b, float64(e.Upstream.Microseconds())/1000, 'f', 3, 64)
+	b = append(b, `,"retries":`...)
+	b = strconv.AppendInt(b, int64(e.Retries), 10)
+	b = append(b, `,"termination":`...)
+	b = appendJSONString(b, e.Termination)
+	return append(b, "}\n"...)
+}
+
+// appendCombinedL4 is a connection's (or flow's) line in the combined format's shape: the
+// request is "TRANSPORT BACKEND_ADDRESS -", the status "-", the size what the backend sent.
+func (e *Entry) appendCombinedL4(b []byte, now time.Time) []byte {
+	b = appendAddr(b, e.Client)
+	b = append(b, " - - ["...)
+	b = now.AppendFormat(b, "02/Jan/2006:15:04:05 -0700")
+	b = append(b, `] "`...)
+	for i := 0; i < len(e.Transport); i++ {
+		c := e.Transport[i]
+		if 'a' <= c && c <= 'z' {
+			c -= 'a' - 'A'
+		}
+		b = append(b, c)
+	}
+	b = append(b, ' ')
+	b = appendQuotedOrDash(b, s2b(e.BackendAddress))
+	b = append(b, ` -" - `...)
+	b = strconv.AppendInt(b, e.BytesOut, 10)
+	b = append(b, ` "-" "-" port=`...)
+	b = strconv.AppendUint(b, uint64(e.ClientPort), 10)
+	b = append(b, " in="...)
+	b = strconv.AppendInt(b, e.BytesIn, 10)
+	b = append(b, " rt="...)
+	b = strconv.AppendFloat(b, e.Duration.Seconds(), 'f', 3, 64)
+	b = append(b, " ct="...)
+	b = strconv.AppendFloat(b, e.Upstream.Seconds(), 'f', 3, 64)
+	b = append(b, " retries="...)
+	b = strconv.AppendInt(b, int64(e.Retries), 10)
+	b = append(b, " listener="...)
+	b = appendQuotedOrDash(b, s2b(e.Listener))
+	b = append(b, " pool="...)
+	b = appendQuotedOrDash(b, s2b(e.Pool))
+	b = append(b, " backend="...)
+	b = appendQuotedOrDash(b, s2b(e.Backend))
+	b = append(b, " term="...)
+	b = appendQuotedOrDash(b, s2b(e.Termination))
+	return append(b, '\n')
+}
+
 // appendCombined writes the NCSA combined format (Apache's and nginx's "combined"), then the
 // fields it lacks as key=value pairs, which log tools that read combined skip or parse.
 func (e *Entry) appendCombined(b []byte, now time.Time) []byte {
+	if e.Transport != "" {
+		return e.appendCombinedL4(b, now)
+	}
 	b = appendAddr(b, e.Client)
 	b = append(b, " - - ["...)
 	b = now.AppendFormat(b, "02/Jan/2006:15:04:05 -0700")

@@ -3,7 +3,8 @@
 // combined log format.
 //
 // API: Open opens the log a config.Logging asks for; Log.Write formats one Entry and writes it
-// as one line; Log.Reopen (SIGUSR1) switches to a new file at the same path after a rotation.
+// as one line (Entry.Termination is one of the Term constants, termination.go, for the HTTP
+// planes); Log.Reopen (SIGUSR1) switches to a new file at the same path after a rotation.
 // Switch holds the log of the current configuration across reloads (Set keeps an open log
 // when nothing changed, opens the new one before closing the old, closes it when access
 // logging is turned off).

@@ -77,6 +77,9 @@ type BackendView struct {
 	Health           *HealthView       `json:"health,omitempty"`
 	Ejections        uint64            `json:"ejections"`
 	EjectedUntil     *time.Time        `json:"ejected_until,omitempty"`
+	// DrainUntil is when a drain's grace ends (POST .../drain {"grace": ...}): pinned
+	// clients move then.
+	DrainUntil *time.Time `json:"drain_until,omitempty"`
 	// Conns are the L4 planes' counters (pools behind tcp or udp listeners; udp flows count
 	// in in_flight and requests only).
 	Conns *ConnStats `json:"conns,omitempty"`
@@ -108,9 +111,10 @@ func (p *Plane) poolView(name string, pl *upstream.Pool, pc config.Pool) PoolVie
 		inConf[bc.ID()] = true
 	}
 	present := map[string]bool{}
+	discovered := p.hasDiscovery(name) // its extra backends are its source's, not runtime adds
 	for _, b := range pl.Backends() {
 		present[b.ID] = true
-		if !inConf[b.ID] {
+		if !inConf[b.ID] && !discovered {
 			v.Overrides.Added = append(v.Overrides.Added, b.ID)
 		}
 		v.Backends = append(v.Backends, p.backendView(name, pl, b, l4))
@@ -151,6 +155,9 @@ func (p *Plane) backendView(pool string, pl *upstream.Pool, b *upstream.Backend,
 	if u := b.EjectedUntil(); !u.IsZero() && time.Now().Before(u) {
 		v.EjectedUntil = &u
 	}
+	if u := b.DrainUntil(); !u.IsZero() {
+		v.DrainUntil = &u
+	}
 	if l4 {
 		c := p.connStats(b)
 		v.Conns = &c
@@ -164,12 +171,15 @@ func (p *Plane) Handler() http.Handler {
 	mux.HandleFunc("GET /{$}", p.index)
 	sub, _ := fs.Sub(uiFS, "ui")
 	mux.Handle("GET /ui/", http.StripPrefix("/ui/", http.FileServerFS(sub)))
-	mux.HandleFunc("GET /api/pools", p.listPools)
-	mux.HandleFunc("GET /api/pools/{pool}", p.getPool)
+	mux.Handle("GET /api/pools", p.read(http.HandlerFunc(p.listPools)))
+	mux.Handle("GET /api/pools/{pool}", p.read(http.HandlerFunc(p.getPool)))
+	mux.Handle("GET /api/ha", p.read(http.HandlerFunc(p.getHA)))
+	mux.Handle("GET /api/bgp", p.read(http.HandlerFunc(p.getBGP)))
 	mux.HandleFunc("POST /api/pools/{pool}/backends", p.change(p.add))
 	mux.HandleFunc("DELETE /api/pools/{pool}/backends/{backend}", p.change(p.remove))
 	mux.HandleFunc("POST /api/pools/{pool}/backends/{backend}/{action}", p.change(p.action))
-	mux.Handle("GET /metrics", p.metrics.handler())
+	mux.Handle("GET /metrics", p.read(p.metrics.handler()))
+	p.adviseRoutes(mux) // observe.go
 	return securityHeaders(mux)
 }
 
@@ -187,7 +197,7 @@ func (p *Plane) index(w http.ResponseWriter, r *http.Request) {
 	sess := p.session(w, r)
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
-	_ = indexTmpl.Execute(w, map[string]any{"Nonce": p.nonce(sess), "TokenRequired": p.currentToken() != ""})
+	_ = indexTmpl.Execute(w, map[string]any{"Nonce": p.nonce(sess), "TokenRequired": p.currentToken() != "", "ReadsNeedToken": p.readsNeedToken()})
 }
 
 // PoolsResponse is the body of GET /api/pools.
@@ -196,9 +206,17 @@ type PoolsResponse struct {
 	Pools []PoolView `json:"pools"`
 	// Directors are the XDP directors (admin/director.go), when any listener has forwarding.
 	Directors []DirectorView `json:"directors,omitempty"`
+	// HA is the virtual router (admin/ha.go), when the configuration has an ha section.
+	HA *HAView `json:"ha,omitempty"`
+	// BGP is the BGP speaker (admin/bgp.go), when the configuration has a bgp section.
+	BGP *BGPView `json:"bgp,omitempty"`
 	// Listeners are the counters the data planes keep per listener (tcp and udp listeners,
 	// and http ones with accept_proxy).
 	Listeners []ListenerStats `json:"listeners"`
+	// Discovery is each discovered pool's source (admin/discovery.go); Fleet the node's fleet
+	// on etcd (admin/fleet.go), when configured.
+	Discovery []DiscoveryView `json:"discovery,omitempty"`
+	Fleet     *FleetView      `json:"fleet,omitempty"`
 }
 
 func (p *Plane) listPools(w http.ResponseWriter, _ *http.Request) {
@@ -212,6 +230,9 @@ func (p *Plane) listPools(w http.ResponseWriter, _ *http.Request) {
 		}
 	}
 	out.Directors = p.directorViews()
+	out.Discovery, out.Fleet = p.discoveryViews(), p.fleetView()
+	out.HA = p.haView()
+	out.BGP = p.bgpView()
 	writeJSON(w, http.StatusOK, out)
 }
 
@@ -241,6 +262,10 @@ func (p *Plane) change(f func(w http.ResponseWriter, r *http.Request, pl *upstre
 			return
 		}
 		r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
+		if fleetRequested(r) { // ?fleet=1: every node applies it (admin/fleet.go)
+			p.fleetChange(w, r, name, pl)
+			return
+		}
 		what, err := f(w, r, pl)
 		if err != nil {
 			status := http.StatusBadRequest
@@ -261,12 +286,20 @@ func (p *Plane) change(f func(w http.ResponseWriter, r *http.Request, pl *upstre
 	}
 }
 
-// readJSON decodes an optional JSON body into v; an empty body leaves v unchanged.
+// readJSON decodes an optional JSON body into v; an empty body leaves v unchanged. The body
+// must be one JSON object and nothing after it but white space: a second value would be
+// silently ignored otherwise.
 func readJSON(r *http.Request, v any) error {
 	dec := json.NewDecoder(r.Body)
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil && !errors.Is(err, io.EOF) {
+	if err := dec.Decode(v); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
 		return fmt.Errorf("bad JSON body: %w", err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return errors.New("bad JSON body: one JSON object only, with nothing after it")
 	}
 	return nil
 }
@@ -292,6 +325,9 @@ func (p *Plane) add(_ http.ResponseWriter, r *http.Request, pl *upstream.Pool) (
 	if err := config.CheckBackend(bc); err != nil { // the file's rules, so the API admits nothing a file could not
 		return "", err
 	}
+	if err := p.selfTarget(bc.Address); err != nil {
+		return "", err
+	}
 	b, err := pl.Add(bc.Spec())
 	if err != nil {
 		return "", err
@@ -304,6 +340,13 @@ func (p *Plane) remove(_ http.ResponseWriter, r *http.Request, pl *upstream.Pool
 	return "remove " + id, pl.Remove(id)
 }
 
+// DrainRequest is the optional body of POST .../drain: without a grace the backend keeps
+// its pinned clients (sticky cookies, L4 persistence) as long as they come back; with one,
+// they move when it ends.
+type DrainRequest struct {
+	Grace string `json:"grace,omitempty"`
+}
+
 // WeightRequest is the body of POST .../weight; a null weight drops the override.
 type WeightRequest struct {
 	Weight *int `json:"weight"`
@@ -313,7 +356,18 @@ func (p *Plane) action(w http.ResponseWriter, r *http.Request, pl *upstream.Pool
 	id := r.PathValue("backend")
 	switch act := r.PathValue("action"); act {
 	case "drain":
-		return "drain " + id, pl.Drain(id)
+		var req DrainRequest
+		if err := readJSON(r, &req); err != nil {
+			return "", err
+		}
+		if req.Grace == "" {
+			return "drain " + id, pl.Drain(id)
+		}
+		g, err := time.ParseDuration(req.Grace)
+		if err != nil || g <= 0 {
+			return "", fmt.Errorf("grace %q: want a duration such as 10m", req.Grace)
+		}
+		return fmt.Sprintf("drain %s (pinned clients for at most %s)", id, g), pl.DrainFor(id, g)
 	case "disable":
 		return "disable " + id, pl.Disable(id)
 	case "enable":

@@ -57,12 +57,7 @@ func TestStatusPageInBrowser(t *testing.T) {
 		chromedp.Flag("no-first-run", true),
 		chromedp.WindowSize(1280, 640),
 	)
-	actx, acancel := chromedp.NewExecAllocator(context.Background(), opts...)
-	defer acancel()
-	ctx, cancel := chromedp.NewContext(actx)
-	defer cancel()
-	ctx, tcancel := context.WithTimeout(ctx, 90*time.Second)
-	defer tcancel()
+	ctx := browser(t, exe, opts)
 
 	if err := chromedp.Do(ctx,
 		chromedp.Navigate(s.admin+"/"),
@@ -156,4 +151,55 @@ func TestStatusPageInBrowser(t *testing.T) {
 		t.Fatal("the status page scrolls sideways at 390 px")
 	}
 	l.stop()
+}
+
+// browser starts a headless Chromium for the test; it ends with the test.
+func browser(t *testing.T, exe string, opts []chromedp.ExecAllocatorOption) context.Context {
+	actx, acancel := chromedp.NewExecAllocator(context.Background(), opts...)
+	t.Cleanup(acancel)
+	ctx, cancel := chromedp.NewContext(actx)
+	t.Cleanup(cancel)
+	ctx, tcancel := context.WithTimeout(ctx, 90*time.Second)
+	t.Cleanup(tcancel)
+	return ctx
+}
+
+// TestStatusPageAsksForToken: with admin.reads: token the page shows no pool until the
+// operator types a token; a wrong one is refused, the read token shows the pools.
+func TestStatusPageAsksForToken(t *testing.T) {
+	exe := chromiumPath()
+	if exe == "" {
+		t.Skip("no chromium in PATH or /usr/bin/chromium: the browser test needs Debian's chromium package")
+	}
+	if testing.Short() {
+		t.Skip("starts a browser; skipped with -short")
+	}
+	a := newTestBackend(t, "app-1")
+	s := startStackAdmin(t, config.Admin{Address: "127.0.0.1:0", Token: testToken, ReadToken: testReadToken, Reads: config.ReadsToken}, pool("web", a))
+	ctx := browser(t, exe, append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(exe), chromedp.Flag("headless", true), chromedp.NoSandbox, chromedp.DisableGPU,
+		chromedp.Flag("disable-dev-shm-usage", true), chromedp.Flag("no-first-run", true)))
+	asks := `document.getElementById("updated").textContent.includes("admin token")`
+	if err := chromedp.Do(ctx,
+		chromedp.Navigate(s.admin+"/"),
+		chromedp.WaitVisible(chromedp.CSS(`#token`)),
+		chromedp.Poll[chromedp.Void](asks, chromedp.WithPollingTimeout(20*time.Second)),
+	); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll('tr[data-backend]').length`))
+	if err != nil || rows != 0 {
+		t.Fatalf("without a token the page shows %d backends (%v)", rows, err)
+	}
+	typeToken := func(tok string) chromedp.Action[chromedp.Void] {
+		return chromedp.Evaluate[chromedp.Void](`(() => { const e = document.getElementById("token"); e.value = "` + tok + `"; e.dispatchEvent(new Event("change")); })()`)
+	}
+	if err := chromedp.Do(ctx,
+		typeToken("wrong-token-0123456789"),
+		chromedp.Poll[chromedp.Void](`document.getElementById("updated").textContent.includes("token refused")`, chromedp.WithPollingTimeout(20*time.Second)),
+		typeToken(testReadToken),
+		chromedp.WaitVisible(chromedp.CSS(`tr[data-backend="app-1"]`)),
+	); err != nil {
+		t.Fatal(err)
+	}
 }

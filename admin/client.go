@@ -20,6 +20,8 @@ type Client struct {
 	// Token is sent as a bearer token when set.
 	Token string
 	HTTP  *http.Client
+	// Fleet sends changes to every node of the fleet (?fleet=1) instead of this one.
+	Fleet bool
 }
 
 // NewClient returns a Client for base ("host:port" or a URL) with a 10 s timeout.
@@ -48,6 +50,9 @@ func (c *Client) do(ctx context.Context, method, path string, body any, out any)
 			return err
 		}
 		rd = bytes.NewReader(b)
+	}
+	if c.Fleet && method != http.MethodGet {
+		path += "?fleet=1"
 	}
 	req, err := http.NewRequestWithContext(ctx, method, c.Base+path, rd)
 	if err != nil {
@@ -155,5 +160,6 @@ func WriteStatus(w io.Writer, r *PoolsResponse) error {
 		}
 	}
 	writeDirectors(tw, r.Directors)
+	writeDiscovery(tw, r)
 	return tw.Flush()
 }

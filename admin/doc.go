@@ -25,7 +25,17 @@
 // name a loopback Host (no DNS rebinding) and either carry the page's per-session
 // nonce (X-Ballast-Nonce, an HMAC of the session cookie) or be a JSON request without a
 // foreign Origin, which a cross-site form cannot forge. Cross-site fetches (Sec-Fetch-Site)
-// are always refused. Reads are open to whoever can reach the listener.
+// are always refused. Reads (GET /api/pools, /metrics) need admin.token or admin.read_token
+// when admin.reads is token (the default on a listener other hosts can reach; guard.go), and
+// are open otherwise. No backend may be the admin listener or a listener of the process
+// (SetSelf gives the server's bound listeners), in a file or through the API; an added
+// backend's body is one JSON object.
+//
+// Advice (observe.go): every pool's last 4096 releases (backend, time, latency, outcome) are
+// kept in a ring written without locks; GET /api/pools/{pool}/observed turns them into an
+// advise.Observation (?releases=1 adds the raw records), and GET /api/pools/{pool}/advice
+// (?objective=, ?runs=) replays it through the simulator in this process, one computation at
+// a time (others get 503 meanwhile) and cached for 10 s; the page's advice panel shows it.
 //
 // GET / is the status page (embedded assets, no CDN), polling the API every second. GET
 // /metrics is the Prometheus exposition from a custom registry, every name prefixed ballast_.

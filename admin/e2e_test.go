@@ -206,14 +206,15 @@ func TestAPIChangesShowInTraffic(t *testing.T) {
 
 func TestChangesNeedTheToken(t *testing.T) {
 	a := newTestBackend(t, "a")
-	s := startStack(t, "s3cret", pool("web", a))
+	s := startStack(t, "s3cret-s3cret-s3cret", pool("web", a))
 	cases := []struct {
 		token string
 		want  int
 	}{
 		{"", http.StatusUnauthorized},
 		{"wrong", http.StatusUnauthorized},
-		{"s3cret", http.StatusOK},
+		{"s3cret", http.StatusUnauthorized},
+		{"s3cret-s3cret-s3cret", http.StatusOK},
 	}
 	for _, tc := range cases {
 		if code, out := s.call(t, "POST", "/api/pools/web/backends/a/drain", tc.token, nil); code != tc.want {
@@ -312,7 +313,7 @@ func TestReloadCannotDropTheTokenOfAnOpenListener(t *testing.T) {
 	a := newTestBackend(t, "a")
 	pc := pool("web", a)
 	lc := []config.Listener{{Address: "127.0.0.1:0"}}
-	cfg := &config.Config{Listeners: lc, Pools: []config.Pool{pc}, Admin: config.Admin{Address: "0.0.0.0:0", Token: "T"}}
+	cfg := &config.Config{Listeners: lc, Pools: []config.Pool{pc}, Admin: config.Admin{Address: "0.0.0.0:0", Token: "T-0123456789abcdef"}}
 	if err := config.Check("start", cfg); err != nil {
 		t.Fatal(err)
 	}
@@ -352,7 +353,7 @@ func TestReloadCannotDropTheTokenOfAnOpenListener(t *testing.T) {
 		t.Fatalf("backend a is %v, want up", st)
 	}
 	// Keeping the token, or reloading a loopback-only listener without one, is allowed.
-	if err := pl.Check(&config.Config{Admin: config.Admin{Address: cfg.Admin.Address, Token: "T2"}}); err != nil {
+	if err := pl.Check(&config.Config{Admin: config.Admin{Address: cfg.Admin.Address, Token: "T2-0123456789abcdef", Reads: config.ReadsToken}}); err != nil {
 		t.Fatalf("changing the token: %v", err)
 	}
 }

@@ -17,6 +17,7 @@ import (
 
 	"ballast/config"
 	"ballast/health"
+	"ballast/httpcore"
 	"ballast/httpproxy"
 	"ballast/upstream"
 )
@@ -110,6 +111,12 @@ func pool(name string, bs ...*testBackend) config.Pool {
 // startStack checks cfg as a file would be (defaults filled), binds everything and serves.
 func startStack(t *testing.T, token string, pcs ...config.Pool) *stack {
 	t.Helper()
+	return startStackAdmin(t, config.Admin{Address: "127.0.0.1:0", Token: token}, pcs...)
+}
+
+// startStackAdmin is startStack with the admin section given whole.
+func startStackAdmin(t *testing.T, admin config.Admin, pcs ...config.Pool) *stack {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -117,7 +124,7 @@ func startStack(t *testing.T, token string, pcs ...config.Pool) *stack {
 	cfg := &config.Config{
 		Listeners: []config.Listener{{Name: "web", Address: ln.Addr().String()}},
 		Pools:     pcs,
-		Admin:     config.Admin{Address: "127.0.0.1:0", Token: token},
+		Admin:     admin,
 	}
 	if err := config.Check("test", cfg); err != nil {
 		t.Fatal(err)
@@ -131,13 +138,14 @@ func startStack(t *testing.T, token string, pcs ...config.Pool) *stack {
 		}
 		pools[pc.Name] = p
 	}
-	px, err := httpproxy.New(cfg, pools, nil)
-	if err != nil {
+	core := httpcore.New(nil)
+	px := httpproxy.New(core, nil)
+	if err := core.Swap(cfg, pools); err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)
 	go func() { done <- px.Serve(cfg.Listeners[0].Name, ln) }()
-	pl.Count(px)
+	pl.Count(core)
 	if err := pl.Install(cfg, pools); err != nil {
 		t.Fatal(err)
 	}
@@ -146,6 +154,7 @@ func startStack(t *testing.T, token string, pcs ...config.Pool) *stack {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		_ = px.Shutdown(ctx)
+		core.Close()
 		<-done
 		for _, p := range pools {
 			p.Close()

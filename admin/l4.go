@@ -36,6 +36,12 @@ type ListenerStats struct {
 	IdleClosed uint64 `json:"idle_closed"`
 	// Retries counts tcp connects after the first and udp flows moved after a refusal.
 	Retries uint64 `json:"retries"`
+	// Terminations counts ended tcp connections by termination state, as HAProxy's: "--"
+	// normal, "SD" the backend reset or failed mid-stream, "CD" the client did, "cD" idle
+	// timeout, "KD" shut down, "CR"/"cR" the client left or stalled before routing, "PR"
+	// refused (untrusted PROXY peer, no route), "SC"/"sC" no backend or every connect refused
+	// or timed out, "SQ"/"sQ" queue full or timed out, "RC" no descriptor (docs/l4.md).
+	Terminations map[string]uint64 `json:"terminations,omitempty"`
 	// Flows counts udp flows started; FlowsExpired those ended by idle_timeout.
 	Flows        uint64 `json:"flows"`
 	FlowsExpired uint64 `json:"flows_expired"`
@@ -43,6 +49,23 @@ type ListenerStats struct {
 	// exceed max_flows, or because no backend had a free slot.
 	DroppedMaxFlows  uint64 `json:"dropped_max_flows"`
 	DroppedNoBackend uint64 `json:"dropped_no_backend"`
+	// Datagrams counts udp datagrams read from clients: each is forwarded or counted in one
+	// of the drops above or below, but DroppedOverflow, which the kernel dropped unread.
+	Datagrams uint64 `json:"datagrams,omitempty"`
+	// Forwarded counts udp datagrams sent to backends, Replies the replies sent to clients.
+	Forwarded uint64 `json:"forwarded,omitempty"`
+	Replies   uint64 `json:"replies,omitempty"`
+	// DroppedDescriptors: a new flow would pass the process's descriptor budget for flows;
+	// DroppedRate: it would start faster than new_flow_rate; DroppedSend: the backend socket
+	// did not take the datagram; DroppedOverflow: the listener socket's receive buffer was full
+	// (SO_RXQ_OVFL); RepliesDropped: a reply the listener socket could not send.
+	DroppedDescriptors uint64 `json:"dropped_descriptors,omitempty"`
+	DroppedRate        uint64 `json:"dropped_rate,omitempty"`
+	DroppedSend        uint64 `json:"dropped_send,omitempty"`
+	DroppedOverflow    uint64 `json:"dropped_overflow,omitempty"`
+	RepliesDropped     uint64 `json:"replies_dropped,omitempty"`
+	// MaxFlows is the udp flow cap in force: max_flows, or the descriptor budget when lower.
+	MaxFlows int `json:"max_flows,omitempty"`
 	// BytesIn counts bytes from clients to backends, BytesOut back (udp: payload bytes).
 	BytesIn  uint64 `json:"bytes_in"`
 	BytesOut uint64 `json:"bytes_out"`

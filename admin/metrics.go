@@ -158,7 +158,10 @@ var (
 	dLRetries   = prometheus.NewDesc("ballast_listener_retries_total", "TCP connects after the first, UDP flows moved after a refusal.", labelsL, nil)
 	dLFlows     = prometheus.NewDesc("ballast_listener_flows_total", "UDP flows started.", labelsL, nil)
 	dLExpired   = prometheus.NewDesc("ballast_listener_flows_expired_total", "UDP flows ended by idle_timeout.", labelsL, nil)
-	dLDropped   = prometheus.NewDesc("ballast_listener_dropped_total", "UDP datagrams dropped: max_flows (a new flow would exceed it), no_backend (no backend had a free slot).", append(labelsL, "reason"), nil)
+	dLDropped   = prometheus.NewDesc("ballast_listener_dropped_total", "UDP datagrams dropped: max_flows (a new flow would exceed it), descriptors (the process's descriptor budget for flows is spent), new_flow_rate (a new flow would pass it), no_backend (no backend had a free slot), send (the backend socket did not take it), overflow (the listener socket's receive buffer was full: the kernel dropped it unread, SO_RXQ_OVFL), reply (a backend's reply the listener socket could not send).", append(labelsL, "reason"), nil)
+	dLDatagrams = prometheus.NewDesc("ballast_listener_datagrams_total", "UDP datagrams read from clients; each is forwarded or dropped for one reason of ballast_listener_dropped_total other than overflow and reply.", labelsL, nil)
+	dLTerms     = prometheus.NewDesc("ballast_listener_terminations_total", "Ended tcp connections by termination state, as HAProxy's (docs/l4.md): -- normal, SD backend reset mid-stream, CD client reset, cD idle timeout, KD shut down, CR/cR client left or stalled before routing, PR refused, SC/sC no backend or connects refused/timed out, SQ/sQ queue full/timed out, RC no descriptor.", append(labelsL, "state"), nil)
+	dLMaxFlows  = prometheus.NewDesc("ballast_listener_max_flows", "The udp listener's flow cap in force: max_flows, or the process's descriptor budget for flows when that is lower.", labelsL, nil)
 	dLBytes     = prometheus.NewDesc("ballast_listener_bytes_total", "Datagram payload bytes moved through a udp listener: in = from clients, out = to clients (tcp bytes are counted per backend).", append(labelsL, "direction"), nil)
 )
 
@@ -167,16 +170,24 @@ var allStates = []upstream.State{upstream.StateUp, upstream.StateSlowStart, upst
 func (c *liveCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{dInFlight, dRequests, dResponses, dErrors, dWeight, dEffWeight, dState, dHealthy,
 		dEjections, dEWMA, dLBStatus, dQueueLen, dQueueMax, dQueued, dQTimeout, dQRejected, dNoBackend, dRetries, dHedges, dQWait, dBackends,
-		dConns, dConnBytes, dConnFail, dLAccepted, dLActive, dLRefused, dLNoRoute, dLNoBackend, dLIdle, dLRetries, dLFlows, dLExpired, dLDropped, dLBytes} {
+		dConns, dConnBytes, dConnFail, dLAccepted, dLActive, dLRefused, dLNoRoute, dLNoBackend, dLIdle, dLRetries, dLFlows, dLExpired, dLDropped, dLDatagrams, dLMaxFlows, dLTerms, dLBytes} {
 		ch <- d
 	}
 	for _, d := range directorDescs {
+		ch <- d
+	}
+	for _, d := range bgpDescs {
+		ch <- d
+	}
+	for _, d := range []*prometheus.Desc{dHAState, dHAPriority, dHAMasterPrio, dHASent, dHAReceived, dHAErrors, dHATransitions, dHAMasters, dHAARP, dHAFlowsSent, dHAFlowsDropped, dHAFlowsRecv, dHAFlowsInst} {
 		ch <- d
 	}
 }
 
 func (c *liveCollector) Collect(ch chan<- prometheus.Metric) {
 	c.p.collectDirectors(ch)
+	c.collectHA(ch)
+	c.collectBGP(ch)
 	st := c.p.cur.Load()
 	if st == nil {
 		return
@@ -264,6 +275,9 @@ func (c *liveCollector) Collect(ch chan<- prometheus.Metric) {
 			counter(dLNoBackend, float64(l.NoBackend), ln, pr)
 			counter(dLIdle, float64(l.IdleClosed), ln, pr)
 			counter(dLRetries, float64(l.Retries), ln, pr)
+			for st, n := range l.Terminations { // the states seen so far
+				counter(dLTerms, float64(n), ln, pr, st)
+			}
 		case "udp":
 			gauge(dLActive, float64(l.Active), ln, pr)
 			counter(dLRetries, float64(l.Retries), ln, pr)
@@ -271,6 +285,13 @@ func (c *liveCollector) Collect(ch chan<- prometheus.Metric) {
 			counter(dLExpired, float64(l.FlowsExpired), ln, pr)
 			counter(dLDropped, float64(l.DroppedMaxFlows), ln, pr, "max_flows")
 			counter(dLDropped, float64(l.DroppedNoBackend), ln, pr, "no_backend")
+			counter(dLDropped, float64(l.DroppedDescriptors), ln, pr, "descriptors")
+			counter(dLDropped, float64(l.DroppedRate), ln, pr, "new_flow_rate")
+			counter(dLDropped, float64(l.DroppedSend), ln, pr, "send")
+			counter(dLDropped, float64(l.DroppedOverflow), ln, pr, "overflow")
+			counter(dLDropped, float64(l.RepliesDropped), ln, pr, "reply")
+			counter(dLDatagrams, float64(l.Datagrams), ln, pr)
+			gauge(dLMaxFlows, float64(l.MaxFlows), ln, pr)
 			counter(dLBytes, float64(l.BytesIn), ln, pr, "in")
 			counter(dLBytes, float64(l.BytesOut), ln, pr, "out")
 		}

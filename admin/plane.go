@@ -45,17 +45,26 @@ type Plane struct {
 	metrics   *metrics
 	counters  atomic.Pointer[[]Counters]
 	directors atomic.Pointer[Directors] // ShowDirectors; nil without a director plane
+	ha        atomic.Pointer[HA]        // ShowHA (admin/ha.go)
+	bgp       atomic.Pointer[BGP]       // ShowBGP (admin/bgp.go)
 	listeners atomic.Pointer[[]ListenerCounters]
 	conns     atomic.Pointer[[]ConnCounters]
-	key       [32]byte // HMAC key of the page nonces; random per process
+	ds        discoveryState // ShowDiscovery, ShowFleet (discovery.go, fleet.go)
+	key       [32]byte       // HMAC key of the page nonces; random per process
+	obs       observer       // observe.go: what advise reads
 
 	cur atomic.Pointer[state]
 
-	mu     sync.Mutex
-	srv    *http.Server
-	ln     net.Listener
-	addr   string // as configured
-	token  string
+	mu    sync.Mutex
+	srv   *http.Server
+	ln    net.Listener
+	addr  string // as configured
+	token string
+	// readToken grants reads only; reads says whether reads need a token (admin.reads).
+	readToken string
+	reads     bool
+	// self lists the process's other listeners (SetSelf), which no backend may be.
+	self   func() []config.SelfAddr
 	served chan struct{}
 	closed bool
 }
@@ -99,6 +108,7 @@ func (p *Plane) Count(cs ...Counters) { p.counters.Store(&cs) }
 // latency histograms.
 func (p *Plane) ObserveRelease(pl *upstream.Pool, b *upstream.Backend, latency time.Duration, failed bool) {
 	p.metrics.release(pl, b, latency, failed)
+	p.obs.release(pl, b, latency, failed)
 }
 
 // responses sums the data planes' status classes of b.
@@ -150,9 +160,9 @@ func (p *Plane) Install(cfg *config.Config, pools map[string]*upstream.Pool) err
 		if a.Address != p.addr {
 			p.log.Warn("admin.address cannot change on reload; restart to move the admin listener", "listening", p.ln.Addr().String(), "configured", a.Address)
 		}
-		if a.Token != p.token {
-			p.token = a.Token
-			p.log.Info("admin token changed")
+		if a.Token != p.token || a.ReadToken != p.readToken || a.ReadsProtected() != p.reads {
+			p.token, p.readToken, p.reads = a.Token, a.ReadToken, a.ReadsProtected()
+			p.log.Info("admin tokens changed", "reads_need_token", p.reads)
 		}
 		return nil
 	}
@@ -163,7 +173,7 @@ func (p *Plane) Install(cfg *config.Config, pools map[string]*upstream.Pool) err
 	if err != nil {
 		return fmt.Errorf("admin listener: %w", err)
 	}
-	p.ln, p.addr, p.token = ln, a.Address, a.Token
+	p.ln, p.addr, p.token, p.readToken, p.reads = ln, a.Address, a.Token, a.ReadToken, a.ReadsProtected()
 	p.srv = &http.Server{Handler: p.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
 	p.served = make(chan struct{})
 	go func(srv *http.Server, done chan struct{}) {
@@ -183,11 +193,23 @@ func (p *Plane) Install(cfg *config.Config, pools map[string]*upstream.Pool) err
 // every interface without one.
 func (p *Plane) Check(cfg *config.Config) error {
 	a := cfg.Admin
-	if a.Token != "" {
-		return nil
+	for _, t := range []struct{ key, v string }{{"token", a.Token}, {"read_token", a.ReadToken}} {
+		if err := config.CheckToken(t.v); t.v != "" && err != nil {
+			return fmt.Errorf("admin.%s %v", t.key, err)
+		}
+	}
+	if err := p.checkBackends(cfg); err != nil {
+		return err
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.ln != nil && !config.LoopbackOnly(p.ln.Addr().String()) && config.LoopbackOnly(a.Address) && !a.ReadsProtected() && a.Token != "" {
+		// The file's loopback address made reads open by default; the socket is not loopback.
+		return fmt.Errorf("admin listener %s is reachable from other hosts and a reload cannot move it: keep admin.reads: token (or restart to listen on loopback)", p.ln.Addr())
+	}
+	if a.Token != "" {
+		return nil
+	}
 	switch {
 	case p.ln != nil && !config.LoopbackOnly(p.ln.Addr().String()):
 		return fmt.Errorf("admin listener %s is reachable from other hosts and a reload cannot move it: keep admin.token (or restart to listen on loopback)", p.ln.Addr())

@@ -37,6 +37,15 @@ enum mode {
 
 /* conn.flags */
 #define CONN_F_CLOSING 1 /* a FIN or RST was seen from the client */
+/* Bits 16-31 of conn.flags: the second-chance real ID of a flow picked up established on a
+ * slot whose real server changed (the slot's previous one), 0 for none. */
+#define CONN_SECOND_SHIFT 16
+
+/* Second chance (GLB's): a DR frame of such a flow carries the secondary's address in its
+ * source MAC, SC_MAC0:SC_MAC1:a.b.c.d (unicast, locally administered); the real server's
+ * program passes the packet to that address when it holds no socket for it (bpf/decap.c). */
+#define SC_MAC0 0x32
+#define SC_MAC1 0xc5
 
 /* Why a packet was passed to the kernel or dropped without being balanced. The Go side names
  * these in the same order (director/counters.go). */
@@ -54,6 +63,11 @@ enum counter {
 	CNT_PASS_NO_ROUTE,
 	CNT_NAT_REPLY,
 	CNT_PASS_TOO_BIG,
+	CNT_TC_NAT,
+	CNT_TC_DROP_TOO_BIG,
+	CNT_FLOW_EVENT_LOST,
+	CNT_PASS_OTHER_HOST,
+	CNT_SECOND_CHANCE,
 	CNT_MAX,
 };
 
@@ -101,6 +115,13 @@ struct nat_origin {
 	__u16 pad;
 };
 
+/* A new flow, as reported to the Go side for flow sync: the client's 5-tuple to the VIP and
+ * the real server's address (real IDs are each director's own). */
+struct flow_event {
+	struct flow_key key;
+	__u32 real_addr;
+};
+
 struct traffic {
 	__u64 packets;
 	__u64 bytes;
@@ -108,10 +129,15 @@ struct traffic {
 	__u64 drops;
 };
 
+/* director_config.flags */
+#define CFG_F_FLOW_EVENTS 1 /* report every new flow in flow_events (flow sync) */
+#define CFG_F_OWN_MAC 2     /* balance only frames sent to the director's own MAC */
+#define CFG_F_SECOND_CHANCE 4 /* DR: mark frames of flows with a second-chance real server */
+
 struct director_config {
 	__u32 source; /* outer source address of TUN packets */
 	__u8 mac[6];  /* the director's own MAC, source of every frame it sends */
-	__u16 pad;
+	__u16 flags;
 	/* now_ns is CLOCK_MONOTONIC as the Go side last published it (at load and every
 	 * Options.Interval): flows are stamped with it instead of calling bpf_ktime_get_ns on every
 	 * packet, and an established flow's entry is written only when it changes. */

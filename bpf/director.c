@@ -12,6 +12,12 @@
 #include "dr.h"
 #include "tun.h"
 #include "nat.h"
+#include "nat_tc.h"
+
+static __always_inline int mac_eq(const __u8 *a, const __u8 *b)
+{
+	return a[0] == b[0] && a[1] == b[1] && a[2] == b[2] && a[3] == b[3] && a[4] == b[4] && a[5] == b[5];
+}
 
 static __always_inline __u32 flow_hash(struct pkt *p, struct vip_meta *vip)
 {
@@ -26,7 +32,7 @@ static __always_inline __u32 flow_hash(struct pkt *p, struct vip_meta *vip)
  * flow. An established flow's entry is written only when its stamp or closing flag changes, so
  * that its cache line is not written from both CPUs on every packet. */
 static __always_inline struct real_def *pick(struct pkt *p, struct vip_meta *vip, __u64 now,
-					     __u32 *id, int *fresh)
+					     __u32 *id, __u32 *second, int *fresh)
 {
 	__u32 closing = (p->tcp_flags & (TCP_FIN | TCP_RST)) ? CONN_F_CLOSING : 0;
 
@@ -35,6 +41,7 @@ static __always_inline struct real_def *pick(struct pkt *p, struct vip_meta *vip
 		*id = c->real_id;
 		struct real_def *r = bpf_map_lookup_elem(&reals, id);
 		if (r && r->addr && !((r->flags & REAL_F_DOWN) && (vip->flags & VIP_F_DOWN_MOVE))) {
+			*second = c->flags >> CONN_SECOND_SHIFT;
 			if (c->seen_ns != now)
 				c->seen_ns = now;
 			if (closing & ~c->flags)
@@ -53,6 +60,13 @@ static __always_inline struct real_def *pick(struct pkt *p, struct vip_meta *vip
 	if (!r || !r->addr)
 		return 0;
 	struct conn nc = {.real_id = *id, .flags = closing, .seen_ns = now};
+	/* Picked up established (not a SYN) on a slot that changed: the previous real server may
+	 * hold the connection; remember it for second chance. */
+	__u32 *sec = bpf_map_lookup_elem(&ring_second, &slot);
+	if (sec && *sec && *sec != *id && *sec < (1u << 16) && p->key.proto == IPPROTO_TCP && !(p->tcp_flags & TCP_SYN)) {
+		nc.flags |= *sec << CONN_SECOND_SHIFT;
+		*second = *sec;
+	}
 	bpf_map_update_elem(&conns, &p->key, &nc, BPF_ANY);
 	*fresh = 1;
 	return r;
@@ -97,9 +111,15 @@ int ballast_director(struct xdp_md *ctx)
 	struct director_config *cfg = bpf_map_lookup_elem(&config, &zero);
 	if (!cfg)
 		return XDP_PASS;
+	/* A switch floods a frame for a MAC it has forgotten (a lost director's) to every port:
+	 * with several active directors, each would forward its copy. Such a frame is not ours. */
+	if ((cfg->flags & CFG_F_OWN_MAC) && !mac_eq(p.eth->h_dest, cfg->mac)) {
+		count(CNT_PASS_OTHER_HOST);
+		return XDP_PASS;
+	}
 	int fresh = 0;
-	__u32 id = 0;
-	struct real_def *r = pick(&p, vip, cfg->now_ns, &id, &fresh);
+	__u32 id = 0, second = 0;
+	struct real_def *r = pick(&p, vip, cfg->now_ns, &id, &second, &fresh);
 	if (!r) {
 		account(&vip_stats, vip->id, p.len, 0, 1);
 		count(CNT_DROP_NO_REAL);
@@ -107,9 +127,21 @@ int ballast_director(struct xdp_md *ctx)
 	}
 	account(&vip_stats, vip->id, p.len, fresh, 0);
 	account(&real_stats, id, p.len, fresh, 0);
+	if (fresh && (cfg->flags & CFG_F_FLOW_EVENTS)) {
+		struct flow_event ev = {.key = p.key, .real_addr = r->addr};
+		if (bpf_ringbuf_output(&flow_events, &ev, sizeof(ev), 0))
+			count(CNT_FLOW_EVENT_LOST);
+	}
 
 	switch (vip->mode) {
 	case MODE_DR:
+		if (second && (cfg->flags & CFG_F_SECOND_CHANCE)) {
+			struct real_def *r2 = bpf_map_lookup_elem(&reals, &second);
+			if (r2 && r2->addr) {
+				count(CNT_SECOND_CHANCE);
+				return forward_dr_second(&p, r, r2);
+			}
+		}
 		return forward_dr(&p, r, cfg);
 	case MODE_TUN:
 		return forward_tun(ctx, &p, r, cfg);

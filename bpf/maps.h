@@ -21,6 +21,14 @@ struct {
 	__uint(max_entries, 64 * 65537);
 } ring SEC(".maps");
 
+/* Second chance: slot -> the real ID the slot held before its last change (0: none). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__type(key, __u32);
+	__type(value, __u32);
+	__uint(max_entries, 64 * 65537);
+} ring_second SEC(".maps");
+
 /* Stable real ID -> address, next-hop MAC and state. */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
@@ -75,6 +83,15 @@ struct {
 	__type(value, struct director_config);
 	__uint(max_entries, 1);
 } config SEC(".maps");
+
+/* New flows for the Go side (flow sync), when director_config.flags has CFG_F_FLOW_EVENTS. */
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 256 * 1024);
+} flow_events SEC(".maps");
+
+/* Keeps struct flow_event in the object's BTF, for bpf2go's Go type. */
+const struct flow_event *unused_flow_event __attribute__((unused));
 
 static __always_inline void count(__u32 c)
 {

@@ -1,8 +1,12 @@
 /* NAT: the director rewrites the destination to the real server (and, on the way back, the
  * source to the VIP), routes with bpf_fib_lookup and keeps the reverse mapping in nat_replies.
- * Ports are not changed. A packet whose next hop MAC the kernel does not know yet, or that is
- * larger than the egress MTU (a GSO packet in generic XDP), is handed to the kernel already
- * rewritten, so that it resolves the neighbour or segments and forwards (ip_forward=1). */
+ * Ports are not changed. A packet XDP cannot send itself, because the kernel does not know its
+ * next hop's MAC yet or because it is larger than the egress MTU (a GSO or GRO packet in
+ * generic XDP), is passed on unchanged to the tc program (nat_tc.h), which rewrites it with the
+ * skb checksum helpers and sends it with bpf_redirect_neigh. It is not rewritten here and left
+ * to the kernel's forwarding: a reply rewritten to come from the VIP is dropped by the kernel as
+ * a martian when the director's host holds the VIP (as an HA master does), and the L4 checksum
+ * of a GSO packet is a partial one (the pseudo-header sum) that RFC 1624's update gets wrong. */
 #ifndef BALLAST_NAT_H
 #define BALLAST_NAT_H
 
@@ -26,11 +30,21 @@ static __always_inline int nat_rewrite(struct xdp_md *ctx, struct pkt *p, __u32 
 	fib.ipv4_src = src ? to : ip->saddr;
 	fib.ipv4_dst = src ? ip->daddr : to;
 	fib.ifindex = ctx->ingress_ifindex;
-	int rc = bpf_fib_lookup(ctx, &fib, sizeof(fib), 0);
+	/* DIRECT: the main table, not the policy rules, which hold the NAT guard's blackholes
+	 * for the kernel's own forwarding (director/guard.go). */
+	int rc = bpf_fib_lookup(ctx, &fib, sizeof(fib), BPF_FIB_LOOKUP_DIRECT);
 
 	if (rc != BPF_FIB_LKUP_RET_SUCCESS && rc != BPF_FIB_LKUP_RET_NO_NEIGH &&
 	    rc != BPF_FIB_LKUP_RET_FRAG_NEEDED) {
 		count(CNT_PASS_NO_ROUTE);
+		return XDP_PASS;
+	}
+	if (rc == BPF_FIB_LKUP_RET_NO_NEIGH) {
+		count(CNT_PASS_NO_NEIGH);
+		return XDP_PASS;
+	}
+	if (rc == BPF_FIB_LKUP_RET_FRAG_NEEDED) {
+		count(CNT_PASS_TOO_BIG);
 		return XDP_PASS;
 	}
 	/* The verifier needs the L4 checksum pointer re-checked after the helper call. */
@@ -46,14 +60,6 @@ static __always_inline int nat_rewrite(struct xdp_md *ctx, struct pkt *p, __u32 
 	}
 	csum_replace4(&ip->check, from, to);
 	l4_csum_replace4(p->l4_check, p->key.proto, from, to);
-	if (rc == BPF_FIB_LKUP_RET_NO_NEIGH) {
-		count(CNT_PASS_NO_NEIGH);
-		return XDP_PASS;
-	}
-	if (rc == BPF_FIB_LKUP_RET_FRAG_NEEDED) {
-		count(CNT_PASS_TOO_BIG);
-		return XDP_PASS;
-	}
 	__u16 old = *(__u16 *)&ip->ttl;
 	ip->ttl--;
 	csum_replace2(&ip->check, old, *(__u16 *)&ip->ttl);

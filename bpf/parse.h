@@ -16,15 +16,16 @@ struct pkt {
 };
 
 #define TCP_FIN 0x01
+#define TCP_SYN 0x02
 #define TCP_RST 0x04
 
-/* parse returns -1 when p describes a TCP or UDP packet over IPv4, else the counter to bump. */
-static __always_inline int parse(struct xdp_md *ctx, struct pkt *p)
+/* parse_at returns -1 when p describes a TCP or UDP packet over IPv4, else the counter to bump.
+ * data..data_end is what the program can read directly; len is the whole frame's length, which
+ * is longer for a GSO or GRO packet seen by the tc program (its payload is not linear), so the
+ * IPv4 total length is checked against len and only the headers against data_end. */
+static __always_inline int parse_at(void *data, void *data_end, __u32 len, struct pkt *p)
 {
-	void *data = (void *)(long)ctx->data;
-	void *data_end = (void *)(long)ctx->data_end;
-
-	p->len = data_end - data;
+	p->len = len;
 	p->eth = data;
 	if ((void *)(p->eth + 1) > data_end)
 		return CNT_PASS_TRUNCATED;
@@ -42,7 +43,7 @@ static __always_inline int parse(struct xdp_md *ctx, struct pkt *p)
 	if (ip->ihl > 5)
 		return CNT_PASS_IP_OPTIONS;
 	__u16 tot = bpf_ntohs(ip->tot_len);
-	if (tot < sizeof(*ip) || (void *)ip + tot > data_end)
+	if (tot < sizeof(*ip) || sizeof(struct ethhdr) + tot > len)
 		return CNT_PASS_TRUNCATED;
 	if (ip->frag_off & bpf_htons(IP_MF | IP_OFFSET))
 		return CNT_PASS_FRAGMENT;
@@ -54,7 +55,7 @@ static __always_inline int parse(struct xdp_md *ctx, struct pkt *p)
 	p->tcp_flags = 0;
 	if (ip->protocol == IPPROTO_TCP) {
 		struct tcphdr *th = l4;
-		if ((void *)(th + 1) > data_end || (void *)(th + 1) > (void *)ip + tot || th->doff < 5)
+		if ((void *)(th + 1) > data_end || sizeof(*ip) + sizeof(*th) > tot || th->doff < 5)
 			return CNT_PASS_TRUNCATED;
 		p->key.sport = th->source;
 		p->key.dport = th->dest;
@@ -64,7 +65,7 @@ static __always_inline int parse(struct xdp_md *ctx, struct pkt *p)
 	}
 	if (ip->protocol == IPPROTO_UDP) {
 		struct udphdr *uh = l4;
-		if ((void *)(uh + 1) > data_end || (void *)(uh + 1) > (void *)ip + tot)
+		if ((void *)(uh + 1) > data_end || sizeof(*ip) + sizeof(*uh) > tot)
 			return CNT_PASS_TRUNCATED;
 		p->key.sport = uh->source;
 		p->key.dport = uh->dest;
@@ -72,6 +73,14 @@ static __always_inline int parse(struct xdp_md *ctx, struct pkt *p)
 		return -1;
 	}
 	return CNT_PASS_NOT_L4;
+}
+
+/* parse reads an XDP frame, which is always linear. */
+static __always_inline int parse(struct xdp_md *ctx, struct pkt *p)
+{
+	void *data = (void *)(long)ctx->data;
+	void *data_end = (void *)(long)ctx->data_end;
+	return parse_at(data, data_end, data_end - data, p);
 }
 
 #endif

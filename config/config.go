@@ -12,6 +12,12 @@ type Config struct {
 	// Traffic policy shared by listeners and routes: see policy.go.
 	TrustedProxies []string    `yaml:"trusted_proxies,omitempty"`
 	ErrorPages     []ErrorPage `yaml:"error_pages,omitempty"`
+	// Fleet shares runtime changes with other nodes through etcd (discovery.go).
+	Fleet *Fleet `yaml:"fleet,omitempty"`
+	// HA makes this instance one director of a VRRP virtual router: see ha.go.
+	HA *HA `yaml:"ha,omitempty"`
+	// BGP makes this instance one of several active directors behind routers: see bgp.go.
+	BGP *BGP `yaml:"bgp,omitempty"`
 }
 
 // Listener is one address Ballast accepts client connections on.
@@ -25,6 +31,10 @@ type Listener struct {
 	AcceptProxy bool `yaml:"accept_proxy,omitempty"`
 	// MaxFlows caps a udp listener's concurrent flows; datagrams that would open more are dropped.
 	MaxFlows int `yaml:"max_flows,omitempty"`
+	// NewFlowRate and NewFlowBurst bound the udp flows a listener starts per second and at once
+	// (config/udp.go); datagrams that would start more are dropped and counted.
+	NewFlowRate  int `yaml:"new_flow_rate,omitempty"`
+	NewFlowBurst int `yaml:"new_flow_burst,omitempty"`
 	// Forwarding hands a tcp or udp listener's flows to the XDP director (dr, tun or nat) on
 	// Interface instead of a proxy: the address is the VIP and no socket is bound (config/xdp.go).
 	Forwarding string `yaml:"forwarding,omitempty"`
@@ -94,6 +104,8 @@ type Pool struct {
 	HashKey HashKey `yaml:"hash_key"`
 
 	Backends []Backend `yaml:"backends"`
+	// Discovery adds backends found in DNS, a file or the fleet (discovery.go).
+	Discovery *Discovery `yaml:"discovery,omitempty"`
 
 	// MaxConns is the default per-backend connection limit (lighttpd's max-pool-size); 0 = none.
 	MaxConns int `yaml:"max_conns"`
@@ -223,6 +235,9 @@ type FailurePercentage struct {
 type Admin struct {
 	Address string `yaml:"address"` // empty = off
 	Token   string `yaml:"token"`   // bearer token for changes; required unless loopback-only
+	// ReadToken grants reads only; Reads says whether reads need a token (config/admin.go).
+	ReadToken string `yaml:"read_token,omitempty"`
+	Reads     string `yaml:"reads,omitempty"`
 }
 
 // Logging configures the error and access logs.

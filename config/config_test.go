@@ -361,3 +361,24 @@ func TestCheckBackendAddress(t *testing.T) {
 		}
 	}
 }
+
+// TestHAAddresses: what moves with mastership: director VIPs are answered for, the other
+// listeners' specific IPv4 addresses and ha.addresses are held; wildcard, loopback and IPv6
+// listeners do not move.
+func TestHAAddresses(t *testing.T) {
+	cfg, err := Load("testdata/ok_ha.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	local, answer := cfg.HAAddresses()
+	if got := fmt.Sprint(local); got != "[10.0.0.101 10.0.0.1 10.0.0.254]" {
+		t.Errorf("local %s", got)
+	}
+	if got := fmt.Sprint(answer); got != "[10.0.0.100]" {
+		t.Errorf("answer %s", got)
+	}
+	cfg.HA = nil
+	if l, a := cfg.HAAddresses(); l != nil || a != nil {
+		t.Errorf("without ha: %v %v", l, a)
+	}
+}

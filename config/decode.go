@@ -87,9 +87,10 @@ func (d *decoder) has(path string, nonZero bool) bool {
 
 var yamlLine = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
 
-// parse decodes one YAML document into c. It returns false when the YAML itself is broken, so
-// that nothing can be said about its fields.
-func (d *decoder) parse(data []byte, c *Config) bool {
+// parse decodes one YAML document into c (a *Config, or another file's struct such as a
+// discovery file's). It returns false when the YAML itself is broken, so that nothing can be
+// said about its fields.
+func (d *decoder) parse(data []byte, c any) bool {
 	var doc yaml.Node
 	dec := yaml.NewDecoder(strings.NewReader(string(data)))
 	if err := dec.Decode(&doc); err != nil {
@@ -210,6 +211,16 @@ func (d *decoder) value(n *yaml.Node, v reflect.Value, path string) {
 		}
 		if i < math.MinInt32 || i > math.MaxInt32 {
 			d.errorf(p, path, "%d is out of range", i)
+			return
+		}
+		v.SetInt(i)
+	case reflect.Int64: // AS numbers and other 32-bit unsigned values
+		if isNull {
+			return
+		}
+		var i int64
+		if n.Kind != yaml.ScalarNode || n.Tag != "!!int" || n.Decode(&i) != nil {
+			d.errorf(p, path, "expected a whole number, got %s", kindName(n))
 			return
 		}
 		v.SetInt(i)

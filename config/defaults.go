@@ -33,6 +33,7 @@ const (
 	DefaultTCPIdleTimeout    = 10 * time.Minute // nginx stream's proxy_timeout
 	DefaultUDPIdleTimeout    = 30 * time.Second
 	DefaultMaxFlows          = 65536
+	DefaultNewFlowRate       = 10000 // udp flows started per second per listener
 )
 
 // The failure_percentage defaults are Envoy's, except minimum_hosts (Envoy's is 5): a pool of
@@ -75,6 +76,10 @@ func (d *decoder) defaults(c *Config) {
 		d.poolDefaults(&c.Pools[i], p)
 	}
 	d.tlsDefaults(c)
+	d.discoveryDefaults(c)
+	d.haDefaults(c)
+	d.adminDefaults(&c.Admin)
+	d.bgpDefaults(c)
 	if c.Logging.Level == "" {
 		c.Logging.Level = "info"
 	}

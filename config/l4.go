@@ -51,6 +51,7 @@ func (d *decoder) listenerDefaults(l *Listener, p string) {
 	case ProtocolUDP:
 		setDur(d, p+".idle_timeout", &l.IdleTimeout, DefaultUDPIdleTimeout)
 		setInt(d, p+".max_flows", &l.MaxFlows, DefaultMaxFlows)
+		d.udpDefaults(l, p)
 	default:
 		setDur(d, p+".idle_timeout", &l.IdleTimeout, DefaultIdleTimeout)
 		setInt(d, p+".max_header_bytes", &l.MaxHeaderBytes, DefaultMaxHeaderBytes)
@@ -90,6 +91,7 @@ func (d *decoder) validateListenerProtocol(l Listener, p string, fail func(path,
 		if l.MaxFlows != 0 {
 			fail(p+".max_flows", "max_flows caps udp flows; this listener is http")
 		}
+		validateUDPOnly(l, p, fail)
 		return
 	}
 	httpOnly := []struct {
@@ -110,6 +112,7 @@ func (d *decoder) validateListenerProtocol(l Listener, p string, fail func(path,
 	if l.Protocol == ProtocolTCP && l.MaxFlows != 0 {
 		fail(p+".max_flows", "max_flows caps udp flows; this listener is tcp")
 	}
+	validateUDPOnly(l, p, fail)
 	if l.Protocol == ProtocolUDP {
 		if l.AcceptProxy {
 			fail(p+".accept_proxy", "the PROXY protocol is read from tcp connections; this listener is udp")

@@ -116,17 +116,11 @@ func (d *decoder) validate(c *Config) {
 	d.validateL4(c, fail)
 	d.validatePolicy(c, fail)
 	d.validateDirector(c, fail)
+	d.validateDiscovery(c, fail)
+	d.validateHA(c, fail)
+	d.validateBGP(c, fail)
 
-	a := c.Admin
-	if a.Address != "" {
-		if err := checkHostPort(a.Address, true); err != nil {
-			fail("admin.address", "%v", err)
-		} else if a.Token == "" && !LoopbackOnly(a.Address) {
-			fail("admin.token", "admin.address %s is reachable from other hosts: set a token (or listen on 127.0.0.1)", a.Address)
-		}
-	} else if a.Token != "" {
-		fail("admin.token", "a token without admin.address does nothing: set admin.address too")
-	}
+	d.validateAdmin(c, fail) // config/admin.go
 	if !oneOf(c.Logging.Level, logLevels) {
 		fail("logging.level", "unknown level %q (valid: %s)", c.Logging.Level, strings.Join(logLevels, ", "))
 	}
@@ -187,8 +181,8 @@ func (d *decoder) validatePool(pl *Pool, p string, l4 bool, fail func(path, form
 		fail(p+".hash_key.source", "hash_key.name needs a source (header or cookie)")
 	}
 
-	if len(pl.Backends) == 0 {
-		fail(p+".backends", "a pool needs at least one backend, e.g.\n  backends:\n    - address: 127.0.0.1:8081")
+	if len(pl.Backends) == 0 && pl.Discovery == nil {
+		fail(p+".backends", "a pool needs at least one backend (or a discovery source), e.g.\n  backends:\n    - address: 127.0.0.1:8081")
 	}
 	ids := map[string]int{}
 	limited := pl.MaxConns > 0
@@ -196,6 +190,9 @@ func (d *decoder) validatePool(pl *Pool, p string, l4 bool, fail func(path, form
 		bp := fmt.Sprintf("%s.backends[%d]", p, j)
 		if err := CheckBackendAddress(b.Address); err != nil {
 			fail(bp+".address", "%v", err)
+		}
+		if err := CheckBackendName(b.Name); err != nil {
+			fail(bp+".name", "%v", err)
 		}
 		if prev, dup := ids[b.Name]; dup {
 			fail(bp+".name", "backend %q is already backends[%d] of this pool; give one of them another name", b.Name, prev)
@@ -379,6 +376,9 @@ func checkHostPort(addr string, listen bool) error {
 // backend that arrives another way, such as the admin API's add.
 func CheckBackend(b Backend) error {
 	if err := CheckBackendAddress(b.Address); err != nil {
+		return err
+	}
+	if err := CheckBackendName(b.ID()); err != nil {
 		return err
 	}
 	if err := CheckWeight(b.Weight); err != nil {

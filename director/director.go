@@ -86,6 +86,24 @@ type Options struct {
 	// MoveDownFlows re-places the established flows of a down real server by the table;
 	// otherwise they stay with it (for a server that is only briefly failing its checks).
 	MoveDownFlows bool
+	// Seed is the cluster seed mixed into every VIP's Maglev table (Table): directors with the
+	// same seed and the same real servers build the same table, whatever order the real
+	// servers came in and whatever IDs they got, so that any of them places a flow the same
+	// way (several active directors behind ECMP). 0 is the table without a seed.
+	Seed uint32
+	// OwnMACOnly balances only the frames sent to the director's own MAC and passes the others
+	// to the kernel (which drops them): on a segment with several active directors, a frame a
+	// switch floods for a lost director's MAC reaches all of them, and each would forward it.
+	OwnMACOnly bool
+	// SecondChance (DR) is GLB's second chance: every table slot whose real server changed
+	// remembers the previous one; a flow picked up established (not a SYN) on such a slot is
+	// sent to the slot's real server with the previous one's address in the frame's source
+	// MAC, and the real server's program (realserver.Options.SecondChance) passes the packet
+	// to it when it holds no connection for it (docs/scale-out.md).
+	SecondChance bool
+	// NoGuard leaves out the NAT guard's policy routing rules (director/guard.go): then the
+	// kernel of a killed NAT director forwards the real servers' replies unrewritten.
+	NoGuard bool
 	// Health enables active health checks of every real server's own address.
 	Health *HealthCheck
 	Logger *slog.Logger
@@ -160,6 +178,7 @@ type Director struct {
 	opts    Options
 	objs    directorObjects
 	xdp     link.Link
+	natTC   link.Link // NAT: the tc half, for what XDP passes on (bpf/nat_tc.h)
 	ns      netns.NsHandle
 	ifindex int
 
@@ -173,6 +192,7 @@ type Director struct {
 	flowVals []directorConn
 
 	tableWrites atomic.Uint64 // ring slots written, for tests and the status page
+	flowEvents  atomic.Bool   // a FlowEvents reader is open: the program reports new flows
 	closeOnce   sync.Once
 }
 
@@ -216,6 +236,7 @@ func (d *Director) load() error {
 	spec.Maps[directorMapVips].MaxEntries = uint32(o.MaxVIPs)
 	spec.Maps[directorMapVipStats].MaxEntries = uint32(o.MaxVIPs)
 	spec.Maps[directorMapRing].MaxEntries = uint32(o.MaxVIPs * o.TableSize)
+	spec.Maps[directorMapRingSecond].MaxEntries = uint32(o.MaxVIPs * o.TableSize)
 	spec.Maps[directorMapReals].MaxEntries = uint32(o.MaxReals + 1) // ID 0 is "none"
 	spec.Maps[directorMapRealStats].MaxEntries = uint32(o.MaxReals + 1)
 	spec.Maps[directorMapConns].MaxEntries = uint32(o.ConnTableSize)
@@ -269,8 +290,18 @@ func (d *Director) attach() error {
 	if o.Native {
 		flags = link.XDPDriverMode
 	}
+	if o.Mode == NAT {
+		// The tc half goes first, so that no packet XDP passes on finds it missing.
+		d.natTC, err = link.AttachTCX(link.TCXOptions{Program: d.objs.BallastNatTc, Attach: ebpf.AttachTCXIngress, Interface: d.ifindex})
+		if err != nil {
+			return fmt.Errorf("director: attaching the NAT tc program to %q: %w", o.Iface, err)
+		}
+	}
 	d.xdp, err = link.AttachXDP(link.XDPOptions{Program: d.objs.BallastDirector, Interface: d.ifindex, Flags: flags})
 	if err != nil {
+		if d.natTC != nil {
+			d.natTC.Close()
+		}
 		return fmt.Errorf("director: attaching XDP to %q: %w", o.Iface, err)
 	}
 	return nil
@@ -285,6 +316,15 @@ func (d *Director) writeConfig() error {
 		c.Source = be32(d.opts.Source)
 	}
 	c.NowNs = monotonic()
+	if d.flowEvents.Load() {
+		c.Flags |= cfgFlagFlowEvents
+	}
+	if d.opts.OwnMACOnly {
+		c.Flags |= cfgFlagOwnMAC
+	}
+	if d.opts.SecondChance {
+		c.Flags |= cfgFlagSecondChance
+	}
 	return d.objs.Config.Put(uint32(0), c)
 }
 
@@ -295,6 +335,11 @@ func (d *Director) worker(ready chan<- error) {
 	if err := netns.Set(d.ns); err != nil {
 		ready <- fmt.Errorf("director: entering network namespace: %w", err)
 		return
+	}
+	if d.opts.Mode == NAT && d.opts.Iface != "" && !d.opts.NoGuard {
+		if err := clearGuard(); err != nil { // what a killed director left
+			d.opts.Logger.Warn("director: removing stale NAT guard rules", "err", err)
+		}
 	}
 	ready <- nil
 	tick := time.NewTicker(d.opts.Interval)
@@ -329,10 +374,18 @@ func (d *Director) do(f func() error) error {
 func (d *Director) Close() error {
 	var err error
 	d.closeOnce.Do(func() {
+		_ = d.do(func() error { // the guard rules go with a director that stops cleanly
+			clear(d.st.vips)
+			d.st.syncGuard()
+			return nil
+		})
 		close(d.stop)
 		d.wg.Wait()
 		if d.xdp != nil {
 			err = errors.Join(err, d.xdp.Close())
+		}
+		if d.natTC != nil {
+			err = errors.Join(err, d.natTC.Close())
 		}
 		err = errors.Join(err, d.objs.Close())
 		d.ns.Close()

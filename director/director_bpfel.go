@@ -24,9 +24,15 @@ type directorDirectorConfig struct {
 	_      structs.HostLayout
 	Source uint32
 	Mac    [6]uint8
-	Pad    uint16
+	Flags  uint16
 	_      [4]byte
 	NowNs  uint64
+}
+
+type directorFlowEvent struct {
+	_        structs.HostLayout
+	Key      directorFlowKey
+	RealAddr uint32
 }
 
 type directorFlowKey struct {
@@ -87,13 +93,17 @@ const (
 	directorMapConfig           = "config"
 	directorMapConns            = "conns"
 	directorMapCounters         = "counters"
+	directorMapFlowEvents       = "flow_events"
 	directorMapNatReplies       = "nat_replies"
 	directorMapRealStats        = "real_stats"
 	directorMapReals            = "reals"
 	directorMapRing             = "ring"
+	directorMapRingSecond       = "ring_second"
 	directorMapVipStats         = "vip_stats"
 	directorMapVips             = "vips"
 	directorProgBallastDirector = "ballast_director"
+	directorProgBallastNatTc    = "ballast_nat_tc"
+	directorVarUnusedFlowEvent  = "unused_flow_event"
 )
 
 // loadDirector returns the embedded CollectionSpec for director.
@@ -139,6 +149,7 @@ type directorSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type directorProgramSpecs struct {
 	BallastDirector *ebpf.ProgramSpec `ebpf:"ballast_director"`
+	BallastNatTc    *ebpf.ProgramSpec `ebpf:"ballast_nat_tc"`
 }
 
 // directorMapSpecs contains maps before they are loaded into the kernel.
@@ -148,10 +159,12 @@ type directorMapSpecs struct {
 	Config     *ebpf.MapSpec `ebpf:"config"`
 	Conns      *ebpf.MapSpec `ebpf:"conns"`
 	Counters   *ebpf.MapSpec `ebpf:"counters"`
+	FlowEvents *ebpf.MapSpec `ebpf:"flow_events"`
 	NatReplies *ebpf.MapSpec `ebpf:"nat_replies"`
 	RealStats  *ebpf.MapSpec `ebpf:"real_stats"`
 	Reals      *ebpf.MapSpec `ebpf:"reals"`
 	Ring       *ebpf.MapSpec `ebpf:"ring"`
+	RingSecond *ebpf.MapSpec `ebpf:"ring_second"`
 	VipStats   *ebpf.MapSpec `ebpf:"vip_stats"`
 	Vips       *ebpf.MapSpec `ebpf:"vips"`
 }
@@ -160,6 +173,7 @@ type directorMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type directorVariableSpecs struct {
+	UnusedFlowEvent *ebpf.VariableSpec `ebpf:"unused_flow_event"`
 }
 
 // directorObjects contains all objects after they have been loaded into the kernel.
@@ -185,10 +199,12 @@ type directorMaps struct {
 	Config     *ebpf.Map `ebpf:"config"`
 	Conns      *ebpf.Map `ebpf:"conns"`
 	Counters   *ebpf.Map `ebpf:"counters"`
+	FlowEvents *ebpf.Map `ebpf:"flow_events"`
 	NatReplies *ebpf.Map `ebpf:"nat_replies"`
 	RealStats  *ebpf.Map `ebpf:"real_stats"`
 	Reals      *ebpf.Map `ebpf:"reals"`
 	Ring       *ebpf.Map `ebpf:"ring"`
+	RingSecond *ebpf.Map `ebpf:"ring_second"`
 	VipStats   *ebpf.Map `ebpf:"vip_stats"`
 	Vips       *ebpf.Map `ebpf:"vips"`
 }
@@ -198,10 +214,12 @@ func (m *directorMaps) Close() error {
 		m.Config,
 		m.Conns,
 		m.Counters,
+		m.FlowEvents,
 		m.NatReplies,
 		m.RealStats,
 		m.Reals,
 		m.Ring,
+		m.RingSecond,
 		m.VipStats,
 		m.Vips,
 	)
@@ -211,6 +229,7 @@ func (m *directorMaps) Close() error {
 //
 // It can be passed to loadDirectorObjects or ebpf.CollectionSpec.LoadAndAssign.
 type directorVariables struct {
+	UnusedFlowEvent *ebpf.Variable `ebpf:"unused_flow_event"`
 }
 
 // directorPrograms contains all programs after they have been loaded into the kernel.
@@ -218,11 +237,13 @@ type directorVariables struct {
 // It can be passed to loadDirectorObjects or ebpf.CollectionSpec.LoadAndAssign.
 type directorPrograms struct {
 	BallastDirector *ebpf.Program `ebpf:"ballast_director"`
+	BallastNatTc    *ebpf.Program `ebpf:"ballast_nat_tc"`
 }
 
 func (p *directorPrograms) Close() error {
 	return _DirectorClose(
 		p.BallastDirector,
+		p.BallastNatTc,
 	)
 }
 

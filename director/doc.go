@@ -20,6 +20,15 @@
 // director counts active flows per real server in its connection table and rebuilds the table
 // with effective weights proportional to weight/(active+1).
 //
+// Flows are shared between directors (HA failover now, several active directors later) by
+// three pieces that know nothing of VRRP: FlowEvents reports each flow the program places
+// (through a BPF ring buffer, only while a reader is open), InstallFlows puts flows another
+// director placed into the connection table (and, in NAT, the reply table) by real server
+// address, and Sync carries them over UDP in batches with bounded queues, as LVS's sync daemon
+// does, answering a starting peer's dump request with the table's active flows. A packet of an
+// established flow the director does not know is placed by the table like a new flow, never
+// dropped for being unknown.
+//
 // # Concurrency
 //
 // Every change of state (SetVIP, RemoveVIP, health verdicts, the periodic tick) runs on one

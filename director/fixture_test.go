@@ -308,27 +308,49 @@ func TestNATFixture(t *testing.T) {
 		t.Errorf("stray reply: action %d, changed %v; want XDP_PASS unchanged", ret, !bytes.Equal(out, stray.build()))
 	}
 
-	// A real server the kernel has no neighbour entry for: rewritten, then left to the kernel.
+	// A real server the kernel has no neighbour entry for: XDP passes the packet on unchanged,
+	// and the tc program rewrites it and hands it to bpf_redirect_neigh (MACs filled in later).
 	if err := d.SetVIP(tcp, []Real{{Addr: realAddrs[1], Weight: 1}}); err != nil {
 		t.Fatal(err)
 	}
 	f := frame{src: clientIP, dst: vipAddr, sport: 41000, dport: 80, proto: 6, tcpFlags: 0x02}
 	in := f.build()
 	ret, out := runXDP(t, d, in, ifindex)
-	if ret != xdpPass {
-		t.Fatalf("no neighbour: action %d, want XDP_PASS", ret)
+	if ret != xdpPass || !bytes.Equal(out[:len(in)], in) {
+		t.Fatalf("no neighbour: action %d, changed %v; want XDP_PASS unchanged", ret, !bytes.Equal(out[:len(in)], in))
 	}
-	if addrAt(out[30:]) != realAddrs[1] || out[22] != in[22] || !bytes.Equal(out[:14], in[:14]) {
-		t.Errorf("no neighbour: destination %s TTL %d MACs changed %v; want rewritten to %s, TTL and MACs kept",
-			addrAt(out[30:]), out[22], !bytes.Equal(out[:14], in[:14]), realAddrs[1])
-	}
-	checkIPv4(t, out[14:])
 	if got := counter(t, d, "pass_no_neigh"); got != 1 {
 		t.Errorf("pass_no_neigh %d, want 1", got)
 	}
+	ret, out = runTC(t, d, in, ifindex)
+	if ret != tcActRedirect {
+		t.Fatalf("no neighbour, tc: verdict %d, want TC_ACT_REDIRECT (counters %v)", ret, must(d.Counters()))
+	}
+	if addrAt(out[30:]) != realAddrs[1] || out[22] != in[22]-1 || !bytes.Equal(out[:14], in[:14]) {
+		t.Errorf("no neighbour, tc: destination %s TTL %d MACs changed %v; want rewritten to %s, TTL %d, MACs kept",
+			addrAt(out[30:]), out[22], !bytes.Equal(out[:14], in[:14]), realAddrs[1], in[22]-1)
+	}
+	checkIPv4(t, out[14:len(in)])
+	// Its reply, which XDP routes itself (the client is a known neighbour), and the same reply
+	// through the tc program (as a GSO reply would go): from the VIP, both ways.
+	r := f
+	r.src, r.dst, r.sport, r.dport, r.tcpFlags = realAddrs[1], clientIP, f.dport, f.sport, 0x12
+	rin := r.build()
+	ret, out = runTC(t, d, rin, ifindex)
+	if ret != tcActRedirect {
+		t.Fatalf("reply, tc: verdict %d, want TC_ACT_REDIRECT", ret)
+	}
+	checkNAT(t, "reply, tc", rin, out[:len(rin)], clientMAC, ifMAC, vipAddr, clientIP)
+	if got := counter(t, d, "tc_nat"); got != 2 {
+		t.Errorf("tc_nat %d, want 2", got)
+	}
+	// The tc program leaves alone what is not a NAT flow's.
+	if ret, _ := runTC(t, d, stray.build(), ifindex); ret != tcActUnspec {
+		t.Errorf("stray reply, tc: verdict %d, want TC_ACT_UNSPEC (the next program, or the kernel)", ret)
+	}
 
-	// Larger than the egress MTU (as a GSO packet in generic XDP is): rewritten, then left to
-	// the kernel to segment or refuse.
+	// Larger than the egress MTU: XDP passes it on unchanged (a GSO packet in generic XDP is
+	// larger, and the tc program sends it); a packet that is not GSO the tc program drops.
 	if err := d.SetVIP(tcp, one); err != nil {
 		t.Fatal(err)
 	}
@@ -339,12 +361,17 @@ func TestNATFixture(t *testing.T) {
 	big := frame{src: clientIP, dst: vipAddr, sport: 42000, dport: 80, proto: 6, tcpFlags: 0x10, payload: make([]byte, 1000)}
 	in = big.build()
 	ret, out = runXDP(t, d, in, ifindex)
-	if ret != xdpPass || addrAt(out[30:]) != realAddrs[0] || out[22] != in[22] {
-		t.Errorf("too big: action %d, destination %s, TTL %d; want XDP_PASS rewritten to %s, TTL kept", ret, addrAt(out[30:]), out[22], realAddrs[0])
+	if ret != xdpPass || !bytes.Equal(out[:len(in)], in) {
+		t.Errorf("too big: action %d, changed %v; want XDP_PASS unchanged", ret, !bytes.Equal(out[:len(in)], in))
 	}
-	checkIPv4(t, out[14:])
 	if got := counter(t, d, "pass_too_big"); got != 1 {
 		t.Errorf("pass_too_big %d, want 1", got)
+	}
+	if ret, _ := runTC(t, d, in, ifindex); ret != tcActShot {
+		t.Errorf("too big, tc: verdict %d, want TC_ACT_SHOT", ret)
+	}
+	if got := counter(t, d, "tc_drop_too_big"); got != 1 {
+		t.Errorf("tc_drop_too_big %d, want 1", got)
 	}
 }
 

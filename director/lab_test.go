@@ -1,9 +1,14 @@
 package director
 
 import (
+	"os/exec"
+
 	"bufio"
 	"context"
 	"fmt"
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/asm"
+	"github.com/cilium/ebpf/link"
 	"io"
 	"net"
 	"net/http"
@@ -348,4 +353,125 @@ func (l *lab) askUDP(port int, msg string) (string, error) {
 		return "", fmt.Errorf("%s saw the client as %q", name, client)
 	}
 	return name, nil
+}
+
+// natSysctls makes the director a router that sends no redirects (NAT mode).
+func (l *lab) natSysctls() {
+	l.sysctl(l.director.ns, "net/ipv4/ip_forward", "1")
+	l.sysctl(l.director.ns, "net/ipv4/conf/all/send_redirects", "0")
+	l.sysctl(l.director.ns, "net/ipv4/conf/eth0/send_redirects", "0")
+}
+
+// ethtool runs `ethtool -K eth0 ARGS` in ns; it skips the test without ethtool.
+func (l *lab) ethtool(ns netns.NsHandle, args ...string) {
+	l.t.Helper()
+	bin, err := exec.LookPath("ethtool")
+	if err != nil {
+		l.t.Skip("skipping: ethtool is not installed (needed to change offloads)")
+	}
+	l.in(ns, func() {
+		if out, err := exec.Command(bin, append([]string{"-K", "eth0"}, args...)...).CombinedOutput(); err != nil {
+			l.t.Fatalf("ethtool -K eth0 %s: %v: %s", strings.Join(args, " "), err, out)
+		}
+	})
+}
+
+// xdpPassOnPeer attaches an XDP_PASS program in native mode to the switch's end of a veth
+// (native XDP_TX on veth lands in the peer's XDP queue, dropped without a program there); it
+// skips the test if native mode is refused.
+func (l *lab) xdpPassOnPeer(name string) {
+	l.t.Helper()
+	pass, err := ebpf.NewProgram(&ebpf.ProgramSpec{
+		Type: ebpf.XDP, License: "GPL",
+		Instructions: asm.Instructions{asm.Mov.Imm(asm.R0, xdpPass), asm.Return()},
+	})
+	must0(l.t, err)
+	l.t.Cleanup(func() { pass.Close() })
+	l.in(l.sw, func() {
+		peer, err := netlink.LinkByName(name)
+		must0(l.t, err)
+		lk, err := link.AttachXDP(link.XDPOptions{Program: pass, Interface: peer.Attrs().Index, Flags: link.XDPDriverMode})
+		if err != nil {
+			l.t.Skipf("skipping: native XDP on veth refused: %v", err)
+		}
+		l.t.Cleanup(func() { lk.Close() })
+	})
+}
+
+// tcpInCsumErrors is the TCP InCsumErrors counter of /proc/net/snmp in ns.
+func (l *lab) tcpInCsumErrors(ns netns.NsHandle) uint64 {
+	l.t.Helper()
+	var b []byte
+	l.in(ns, func() {
+		var err error
+		b, err = os.ReadFile("/proc/net/snmp")
+		must0(l.t, err)
+	})
+	var names []string
+	for line := range strings.SplitSeq(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) == 0 || f[0] != "Tcp:" {
+			continue
+		}
+		if names == nil {
+			names = f
+			continue
+		}
+		for i, n := range names {
+			if n == "InCsumErrors" && i < len(f) {
+				v, _ := strconv.ParseUint(f[i], 10, 64)
+				return v
+			}
+		}
+	}
+	l.t.Fatal("no Tcp InCsumErrors in /proc/net/snmp")
+	return 0
+}
+
+// download fetches /bytes?n=size from the VIP and returns how many body bytes arrived.
+func (l *lab) download(size int, timeout time.Duration) (int64, error) {
+	c := &http.Client{Timeout: timeout, Transport: &http.Transport{DisableKeepAlives: true, DialContext: l.dialer(l.client.ns)}}
+	resp, err := c.Get(fmt.Sprintf("http://%s/bytes?n=%d", labVIP, size))
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	return io.Copy(io.Discard, resp.Body)
+}
+
+// labDirectorB is the second director of the failover tests.
+var labDirectorB = netip.MustParseAddr("10.77.0.3")
+
+// udpIn opens a UDP socket on addr (port chosen) in ns.
+func (l *lab) udpIn(ns netns.NsHandle, addr netip.Addr) *net.UDPConn {
+	var c *net.UDPConn
+	l.in(ns, func() {
+		var err error
+		c, err = net.ListenUDP("udp4", net.UDPAddrFromAddrPort(netip.AddrPortFrom(addr, 0)))
+		must0(l.t, err)
+	})
+	return c
+}
+
+// replaceRoute points the host route to dst at gw (in the current namespace).
+func replaceRoute(t *testing.T, dst, gw netip.Addr) {
+	eth0, err := netlink.LinkByName("eth0")
+	must0(t, err)
+	_, n, _ := net.ParseCIDR(dst.String() + "/32")
+	must0(t, netlink.RouteReplace(&netlink.Route{LinkIndex: eth0.Attrs().Index, Dst: n, Gw: gw.AsSlice()}))
+}
+
+// guardRules counts the NAT guard's rules in the director's namespace.
+func (l *lab) guardRules() int {
+	n := 0
+	l.in(l.director.ns, func() {
+		rules, err := netlink.RuleList(netlink.FAMILY_V4)
+		must0(l.t, err)
+		for _, r := range rules {
+			if r.Protocol == guardProtocol && r.Priority == guardPriority {
+				n++
+			}
+		}
+	})
+	return n
 }

@@ -200,3 +200,26 @@ func runXDP(t testing.TB, d *Director, pkt []byte, ifindex int) (uint32, []byte)
 	}
 	return ret, opts.DataOut
 }
+
+// tcActRedirect and tcActShot are the tc program's verdicts the tests look for.
+const (
+	tcActUnspec   = ^uint32(0) // TC_ACT_UNSPEC, -1
+	tcActShot     = 2
+	tcActRedirect = 7
+)
+
+// runTC runs the NAT tc program once on pkt as if it arrived on ifindex.
+func runTC(t testing.TB, d *Director, pkt []byte, ifindex int) (uint32, []byte) {
+	t.Helper()
+	// The head of struct __sk_buff up to ifindex (offsets 36 and 40); the kernel zero-fills
+	// the rest of the context.
+	ctx := make([]byte, 44)
+	binary.NativeEndian.PutUint32(ctx[36:], uint32(ifindex))
+	binary.NativeEndian.PutUint32(ctx[40:], uint32(ifindex))
+	opts := ebpf.RunOptions{Data: pkt, DataOut: make([]byte, len(pkt)+256), Context: ctx, Repeat: 1}
+	ret, err := d.objs.BallastNatTc.Run(&opts)
+	if err != nil {
+		t.Fatalf("BPF_PROG_TEST_RUN (tc): %v", err)
+	}
+	return ret, opts.DataOut
+}

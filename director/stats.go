@@ -17,10 +17,15 @@ var counterNames = []string{
 	"pass_not_vip",    // not to a VIP's address, port and protocol (nor a NAT reply)
 	"drop_no_real",    // to a VIP with no usable real server
 	"drop_encap",      // TUN encapsulation failed (no headroom)
-	"pass_no_neigh",   // NAT: next hop MAC unknown; rewritten and left to the kernel to forward
+	"pass_no_neigh",   // NAT: next hop MAC unknown; passed on unchanged to the tc program
 	"pass_no_route",   // NAT: no route to the real server or client
 	"nat_reply",       // NAT: a real server's reply rewritten back to the VIP
-	"pass_too_big",    // NAT: larger than the egress MTU (GSO); rewritten and left to the kernel
+	"pass_too_big",    // NAT: larger than the egress MTU (GSO, GRO); passed on unchanged to the tc program
+	"tc_nat",          // NAT: rewritten and sent by the tc program (the two above)
+	"tc_drop_too_big", // NAT: larger than the egress MTU and not a GSO packet; dropped by the tc program
+	"flow_event_lost", // flow sync: a new flow not reported (the event ring was full)
+	"pass_other_host", // Options.OwnMACOnly: a VIP's frame sent to another host's MAC (flooded by a switch)
+	"second_chance",   // Options.SecondChance: a DR frame sent with its second-chance real server's address
 }
 
 // Counters returns the program's packet counters by name (see counterNames in stats.go and

@@ -79,6 +79,7 @@ type vipState struct {
 	id       uint32
 	reals    []Real
 	table    []uint32       // real IDs the ring holds for this VIP (nil: all zero)
+	second   []uint32       // second chance: the real ID each slot held before its last change
 	weights  map[uint32]int // weights the table was built from, by real ID
 	ringSize uint32         // 0: no usable real server
 	active   map[uint32]int // active flows by real ID at the last count
@@ -103,6 +104,7 @@ type state struct {
 	byID   map[uint32]*realState
 	freeID []uint32
 	nextID uint32
+	guard  map[guardRule]bool // NAT guard rules in force (guard.go)
 }
 
 func (s *state) init(d *Director) {
@@ -149,7 +151,11 @@ func (d *Director) SetVIP(v VIP, reals []Real) error {
 		seen[r.Addr] = true
 	}
 	reals = slices.Clone(reals)
-	return d.do(func() error { return d.st.setVIP(v, reals) })
+	return d.do(func() error {
+		err := d.st.setVIP(v, reals)
+		d.st.syncGuard()
+		return err
+	})
 }
 
 // RemoveVIP stops balancing v; its packets pass to the kernel from then on.
@@ -165,6 +171,7 @@ func (d *Director) RemoveVIP(v VIP) error {
 		}
 		delete(d.st.vips, v.key())
 		d.st.vipIDs[vs.id] = false
+		d.st.syncGuard()
 		return nil
 	})
 }
@@ -250,10 +257,13 @@ func (s *state) writeReal(rs *realState) error {
 }
 
 const (
-	realFlagDown      = 1 // REAL_F_DOWN
-	vipFlagDownMove   = 1 // VIP_F_DOWN_MOVE
-	vipFlagSourceHash = 2 // VIP_F_SOURCE_HASH
-	connFlagClosing   = 1 // CONN_F_CLOSING
+	realFlagDown        = 1 // REAL_F_DOWN
+	vipFlagDownMove     = 1 // VIP_F_DOWN_MOVE
+	vipFlagSourceHash   = 2 // VIP_F_SOURCE_HASH
+	connFlagClosing     = 1 // CONN_F_CLOSING
+	cfgFlagFlowEvents   = 1 // CFG_F_FLOW_EVENTS
+	cfgFlagOwnMAC       = 2 // CFG_F_OWN_MAC
+	cfgFlagSecondChance = 4 // CFG_F_SECOND_CHANCE
 )
 
 // usable says whether r may take new flows of a VIP.
@@ -282,7 +292,7 @@ func (s *state) rebuild(vs *vipState) error {
 		}
 		rs := s.reals[r.Addr]
 		w := s.weight(vs, r)
-		ids = append(ids, r.Addr.String())
+		ids = append(ids, tableKey(s.d.opts.Seed, r.Addr))
 		weights = append(weights, w)
 		realIDs = append(realIDs, rs.id)
 		used[rs.id] = w
@@ -330,6 +340,9 @@ func (s *state) writeTable(vs *vipState, table []uint32) error {
 			vals = append(vals, id)
 		}
 	}
+	if err := s.writeSecond(vs, table); err != nil {
+		return err
+	}
 	if len(keys) > 0 {
 		n, err := s.d.objs.Ring.BatchUpdate(keys, vals, nil)
 		if errors.Is(err, ebpf.ErrNotSupported) {
@@ -348,6 +361,42 @@ func (s *state) writeTable(vs *vipState, table []uint32) error {
 		s.d.tableWrites.Add(uint64(n))
 	}
 	vs.table = table
+	return nil
+}
+
+// writeSecond keeps, for every slot whose real server changes from one to another, the one
+// it had (GLB's second chance: the previous owner may hold the slot's established flows),
+// and writes the secondaries that changed. A slot that gets its secondary back as primary,
+// or whose table is built for the first time, has none.
+func (s *state) writeSecond(vs *vipState, table []uint32) error {
+	if vs.second == nil {
+		vs.second = make([]uint32, len(table))
+	}
+	base := vs.id * uint32(s.d.opts.TableSize)
+	var keys, vals []uint32
+	for i, id := range table {
+		sec := vs.second[i]
+		if vs.table != nil && vs.table[i] != 0 && vs.table[i] != id {
+			sec = vs.table[i]
+		}
+		if sec == id {
+			sec = 0
+		}
+		if sec != vs.second[i] {
+			keys, vals = append(keys, base+uint32(i)), append(vals, sec)
+			vs.second[i] = sec
+		}
+	}
+	if len(keys) == 0 {
+		return nil
+	}
+	if _, err := s.d.objs.RingSecond.BatchUpdate(keys, vals, nil); err != nil {
+		for i := range keys {
+			if err := s.d.objs.RingSecond.Put(keys[i], vals[i]); err != nil {
+				return fmt.Errorf("director: VIP %s: writing second-chance table: %w", vs.vip, err)
+			}
+		}
+	}
 	return nil
 }
 

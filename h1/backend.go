@@ -3,7 +3,9 @@
 package h1
 
 import (
+	"ballast/config"
 	"ballast/evloop"
+	"ballast/httpcore"
 	"ballast/upstream"
 )
 
@@ -25,7 +27,7 @@ type backendConn struct {
 	gen    uint32
 	// aprev and anext link every backend connection of the shard (shutdown closes them all).
 	aprev, anext *backendConn
-	ps           *poolState // the pool whose keep-alive rules apply while idle
+	ps           *httpcore.Pool // the pool whose keep-alive rules apply while idle
 }
 
 // States of a backend connection.
@@ -96,7 +98,7 @@ func (bc *backendConn) Expire(now int64) {
 	switch bc.tphase {
 	case bConnect:
 		bc.sh.st.connectFailures.Add(1)
-		bc.a.failed(errConnect, errConnectTimeout)
+		bc.a.failed(httpcore.Connect, errConnectTimeout)
 	case bResponse:
 		a := bc.a
 		if a == nil {
@@ -106,7 +108,7 @@ func (bc *backendConn) Expire(now int64) {
 			a.ex.responseFailed() // the backend went quiet in the middle of the body
 			return
 		}
-		a.failed(errTimeout, nil)
+		a.failed(httpcore.Timeout, nil)
 	case bIdle:
 		bc.close()
 	}
@@ -207,16 +209,21 @@ func (sh *shard) takeIdle(st *backendState) *backendConn {
 }
 
 // putIdle keeps bc for the next request to its backend, within keepalive.max_idle (per
-// shard) and keepalive.max_requests, for timeouts.idle.
-func (sh *shard) putIdle(bc *backendConn, ps *poolState) {
+// shard: the pool's share of it) and keepalive.max_requests, for timeouts.idle.
+func (sh *shard) putIdle(bc *backendConn, ps *httpcore.Pool) {
 	si := &bc.st.shards[sh.id]
-	if ps.maxRequests > 0 && bc.served+1 >= ps.maxRequests || len(si.conns) >= ps.maxIdle || sh.e.stopping.Load() {
+	maxIdle := ps.MaxIdle
+	if maxIdle <= 0 {
+		maxIdle = config.DefaultMaxIdle
+	}
+	n := len(sh.e.shards)
+	if ps.MaxRequests > 0 && bc.served+1 >= ps.MaxRequests || len(si.conns) >= (maxIdle+n-1)/n || sh.e.stopping.Load() {
 		bc.close()
 		return
 	}
 	bc.a, bc.state, bc.ps, bc.scan = nil, bcIdle, ps, 0
 	si.conns = append(si.conns, bc)
-	bc.arm(bIdle, sh.now+int64(ps.backendIdle))
+	bc.arm(bIdle, sh.now+int64(config.Or(ps.Conf.Timeouts.Idle.Duration, config.DefaultBackendIdle)))
 	if bc.Ready&(evloop.Readable|evloop.Hangup) != 0 {
 		bc.close() // it spoke out of turn, or went away, already
 	}

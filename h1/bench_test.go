@@ -11,9 +11,10 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/valyala/fasthttp"
+	"ballast/httpcore"
+	"ballast/upstream"
 
-	"ballast/config"
+	"github.com/valyala/fasthttp"
 )
 
 const benchResponse = "HTTP/1.1 200 OK\r\nServer: bench\r\nContent-Type: text/html\r\nContent-Length: 44\r\n\r\n<html><body><h1>It works!</h1></body></html>"
@@ -115,15 +116,34 @@ func BenchmarkForwardKeepAlive(b *testing.B) {
 	}
 }
 
+// benchCore is a core over one pool and listener "web", as the engine's requests see it.
+func benchCore(b *testing.B) (*httpcore.Core, *httpcore.Table) {
+	cfg := testConfig(testPool("p", "roundrobin", "127.0.0.1:9"))
+	cfg.Listeners[0].ExposeBackend = false
+	pool, err := upstream.NewPool(cfg.Pools[0].Spec(nil), nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	core := httpcore.New(nil)
+	if err := core.Swap(cfg, map[string]*upstream.Pool{"p": pool}); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { core.Close(); pool.Close() })
+	return core, core.Table()
+}
+
 // BenchmarkParseHead is the request step on its own: the engine's checks, fasthttp's parse,
-// the forwarding rules and the forwarded head written.
+// the core's steps (route, admit, forwarding fields, key) and the forwarded head written.
 func BenchmarkParseHead(b *testing.B) {
 	head := []byte("GET /index.html?x=1 HTTP/1.1\r\nHost: bench.example\r\nUser-Agent: wrk/4.2\r\nAccept: */*\r\nAccept-Encoding: gzip\r\nCookie: a=b\r\n\r\n")
+	_, t := benchCore(b)
+	l := t.Listener("web")
 	var rh fasthttp.RequestHeader
 	var rd bytes.Reader
 	br := bufio.NewReaderSize(&rd, 64<<10)
-	ps := &poolState{}
-	var scratch, out []byte
+	var cx httpcore.Exchange
+	msg := reqMsg{h: &rh, proto: http11}
+	var out []byte
 	client := netip.MustParseAddr("127.0.0.1")
 	b.ReportAllocs()
 	b.SetBytes(int64(len(head)))
@@ -138,16 +158,37 @@ func BenchmarkParseHead(b *testing.B) {
 		if err := rh.Read(br); err != nil {
 			b.Fatal(err)
 		}
+		cx.Reset()
+		cx.Begin(t, l, &msg, httpcore.Conn{Peer: client})
+		route := cx.Route(&msg)
+		if route == nil || !cx.Admit(&msg) {
+			b.Fatal("not routed")
+		}
 		rh.SetNoDefaultContentType(true)
-		scratch = ps.forward(&rh, client, false, false, scratch)
+		var sc httpcore.Scan
+		for k := range rh.All() {
+			sc.Note(k)
+		}
+		cx.Prepare(&msg, &sc, false)
+		_ = route.Pool().Key(&msg, cx.Client())
 		out = rh.AppendBytes(out[:0])
 	}
 }
 
-// BenchmarkResponseHead is the response step: the head checked and rewritten for the client.
+// BenchmarkResponseHead is the response step: the head checked, given the core's response
+// side and rendered for the client.
 func BenchmarkResponseHead(b *testing.B) {
 	raw := []byte("HTTP/1.1 200 OK\r\nServer: nginx/1.22.1\r\nDate: Tue, 01 Dec 2026 20:05:13 GMT\r\nContent-Type: text/html\r\nContent-Length: 44\r\nLast-Modified: Tue, 01 Dec 2026 20:05:12 GMT\r\nConnection: keep-alive\r\nETag: \"6b0f2878-2c\"\r\nAccept-Ranges: bytes\r\n\r\n")
-	t := &table{listeners: map[string]*config.Listener{}}
+	_, t := benchCore(b)
+	var rh fasthttp.RequestHeader
+	rh.SetRequestURI("/")
+	rh.SetHost("bench.example")
+	msg := reqMsg{h: &rh, proto: http11}
+	var cx httpcore.Exchange
+	cx.Begin(t, t.Listener("web"), &msg, httpcore.Conn{Peer: netip.MustParseAddr("127.0.0.1")})
+	cx.Route(&msg)
+	be := t.Pool("p").Upstream.Backends()[0]
+	var rm respMsg
 	var out []byte
 	b.ReportAllocs()
 	b.SetBytes(int64(len(raw)))
@@ -156,7 +197,12 @@ func BenchmarkResponseHead(b *testing.B) {
 		if !checkResponse(raw, &r) {
 			b.Fatal("refused")
 		}
-		out = t.respond(out[:0], raw, &r, respMode{}, "web", nil)
+		rm.reset(raw, &r)
+		var sc httpcore.Scan
+		rm.scan(&sc)
+		cx.StripHopByHop(&rm, &sc, false, false)
+		_ = cx.Respond(&msg, &rm, be)
+		out = rm.render(out[:0], respMode{})
 	}
 }
 

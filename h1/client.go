@@ -3,12 +3,15 @@
 package h1
 
 import (
+	"bytes"
 	"net/netip"
 	"strconv"
 
 	"github.com/valyala/fasthttp"
 
+	"ballast/accesslog"
 	"ballast/evloop"
+	"ballast/httpcore"
 )
 
 // clientConn is one client connection. Idle, it holds its socket and this record (no
@@ -29,6 +32,7 @@ type clientConn struct {
 	since      int64 // when the current wait began (idle, head)
 	tphase     uint8 // what timer times
 	closeAfter bool  // close once the current response is written
+	counted    bool  // counted against max_conns_per_client (httpcore.Core.AdmitConn)
 	lingering  bool  // our side is shut down; reading what the client still sends, discarding it
 	gen        uint32
 	prev, next *clientConn
@@ -87,8 +91,7 @@ func (c *clientConn) Expire(now int64) {
 			c.close() // nothing arrived at all
 			return
 		}
-		c.closeAfter = true
-		c.answer(answer{status: fasthttp.StatusRequestTimeout, msg: "ballast: request timeout\n", close: true}, false)
+		c.refuse(headTimeout)
 	case tBody:
 		c.sh.st.bodyTimeouts.Add(1)
 		if c.ex != nil {
@@ -219,14 +222,17 @@ func (c *clientConn) begin(data []byte, end int, fresh bool) {
 	head := data[skipEmptyLines(data[:end]):end]
 	var r reqHead
 	if v := checkRequest(head, &r); v != headOK {
-		c.refuse(v)
+		c.refuseHead(v, head)
 		return
 	}
-	rh := &sh.rh
+	ex := sh.newExchange(c)
+	rh := ex.rh
 	sh.rd.Reset(head)
 	sh.br.Reset(&sh.rd)
 	if err := rh.Read(sh.br); err != nil {
-		c.refuse(headMalformed)
+		ex.gone = true
+		ex.freeIfDone()
+		c.refuseHead(headMalformed, head)
 		return
 	}
 	if r.authority != nil {
@@ -248,49 +254,101 @@ func (c *clientConn) begin(data []byte, end int, fresh bool) {
 	c.scan = 0
 	c.disarm()
 	sh.st.requests.Add(1)
-	ex := sh.newExchange(c)
 	c.ex = ex
-	ex.start(&r, rh)
+	ex.start(&r)
 }
 
-// refuse answers a head the checks did not accept, and closes: the framing of what follows
-// cannot be trusted.
+// refuse answers a request the engine refuses before it could read its head (too large, too
+// slow), and closes.
 func (c *clientConn) refuse(v verdict) {
-	c.sh.st.refused.Add(1)
-	c.closeAfter = true
-	c.answer(answer{status: v.status(), msg: v.message(), close: true, allow: v == headConnect}, false)
+	var head []byte
+	if len(c.in) > 0 {
+		head = c.in
+	}
+	c.refuseHead(v, head)
 }
 
-// answer writes a response of Ballast's own (as fasthttp's ctx.Error: text/plain with a
-// length); head leaves out the body (a HEAD request).
-func (c *clientConn) answer(a answer, head bool) {
+// refuseHead answers a head the checks did not accept, logs it with what its request line
+// says, and closes: the framing of what follows cannot be trusted.
+func (c *clientConn) refuseHead(v verdict, head []byte) {
+	sh := c.sh
+	sh.st.refused.Add(1)
+	c.closeAfter = true
+	rx := &sh.rx
+	rx.Reset()
+	switch v {
+	case headConnect:
+		rx.RefuseMethod()
+	default:
+		rx.Refuse(nil, v.status(), s2b(v.message()))
+	}
+	if l := sh.e.core.AccessLog(); l != nil {
+		method, uri, proto := requestLine(head)
+		var e accesslog.Entry
+		httpcore.FillRefused(&e, c.l.name, c.peer.Addr().Unmap(), method, uri, proto, rx.Reply.Status, rx.Reply.Term)
+		sh.log.add(l, &e)
+	}
+	c.render(&rx.Reply, false)
+}
+
+// requestLine splits what there is of a request line into method, target and version.
+func requestLine(head []byte) (method, uri, proto []byte) {
+	if i := bytes.IndexByte(head, '\n'); i >= 0 {
+		head = head[:i]
+	}
+	head = bytes.TrimSuffix(head, cr)
+	method, rest, _ := bytes.Cut(head, sp)
+	uri, proto, _ = bytes.Cut(rest, sp)
+	return method, uri, proto
+}
+
+var sp = []byte{' '}
+
+// render writes an answer of Ballast's own (the core's Reply) with its length; head leaves out
+// the body (a HEAD request). Reply.Close, or a connection closing anyway, adds Connection:
+// close.
+func (c *clientConn) render(rp *httpcore.Reply, head bool) {
 	b := c.sh.wbuf[:0]
 	b = append(b, "HTTP/1.1 "...)
-	b = strconv.AppendInt(b, int64(a.status), 10)
+	b = strconv.AppendInt(b, int64(rp.Status), 10)
 	b = append(b, ' ')
-	b = append(b, fasthttp.StatusMessage(a.status)...)
-	b = append(b, "\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: "...)
-	b = strconv.AppendInt(b, int64(len(a.msg)), 10)
+	b = append(b, fasthttp.StatusMessage(rp.Status)...)
 	b = append(b, "\r\n"...)
-	if a.allow {
-		b = append(b, "Allow: "+allowedMethods+"\r\n"...)
+	if len(rp.ContentType) > 0 {
+		b = appendField(b, "Content-Type", rp.ContentType)
 	}
-	if a.retry {
-		b = append(b, "Retry-After: 1\r\n"...)
+	b = append(b, "Content-Length: "...)
+	b = strconv.AppendInt(b, int64(len(rp.Body)), 10)
+	b = append(b, "\r\n"...)
+	if len(rp.Location) > 0 {
+		b = appendField(b, "Location", rp.Location)
 	}
-	if a.close || c.closeAfter {
+	if len(rp.RetryAfter) > 0 {
+		b = appendField(b, "Retry-After", rp.RetryAfter)
+	}
+	if len(rp.Allow) > 0 {
+		b = appendField(b, "Allow", rp.Allow)
+	}
+	if rp.Close || c.closeAfter {
 		c.closeAfter = true
 		b = append(b, "Connection: close\r\n"...)
 	}
 	b = append(b, "\r\n"...)
 	if !head {
-		b = append(b, a.msg...)
+		b = append(b, rp.Body...)
 	}
 	c.sh.wbuf = b
 	c.write(b, nil)
 	if c.Registered() && len(c.out) == 0 && c.ex == nil && c.closeAfter {
 		c.finishClose()
 	}
+}
+
+func appendField(b []byte, name string, value []byte) []byte {
+	b = append(b, name...)
+	b = append(b, ": "...)
+	b = append(b, value...)
+	return append(b, "\r\n"...)
 }
 
 // write writes a then b to the client; what the socket does not take is kept in out, and
@@ -432,6 +490,9 @@ func (c *clientConn) close() {
 		ex.abandon()
 	}
 	sh := c.sh
+	if c.counted {
+		sh.e.core.ReleaseConn(c.l.name, c.peer.Addr().Unmap())
+	}
 	c.Shard().Stop(&c.timer)
 	c.FD.Close()
 	c.releaseIn()

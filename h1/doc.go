@@ -4,11 +4,12 @@
 // its request parsed, routed, balanced and forwarded, and the response passed back, on that
 // shard's goroutine without a hand-off.
 //
-// API: New builds an Engine from a configuration and its pools; Serve serves one socket as
-// the configured listener of that name (it must lend its descriptor: the shards accept from it
-// with raw accept4); Swap installs a reloaded configuration; Shutdown stops accepting, closes
-// idle connections and waits for the requests in flight; Responses, PoolCounters and Stats
-// report what the engine counts. Package server runs it for plain-HTTP listeners while the
+// API: New builds an Engine over an httpcore.Core (before the core's first Swap: the engine
+// attaches its per-backend state through it, and reloads reach it the same way); Serve serves
+// one socket as the configured listener of that name (it must lend its descriptor: the shards
+// accept from it with raw accept4); Shutdown stops accepting, closes idle connections and
+// waits for the requests in flight; Stats reports what the engine counts (responses by class,
+// retries and hedges are the core's). Package server runs it for plain-HTTP listeners while the
 // switch BALLAST_H1=engine is on (server/h1plane.go).
 //
 // # A request's path
@@ -22,14 +23,18 @@
 // repeated Host, targets that are not origin-, absolute- or asterisk-form); fasthttp's
 // RequestHeader parses the accepted head, and the forwarded head is written from it. Bytes
 // after the head (a body, a pipelined request) are copied to the connection's own buffer,
-// because the shard's is reused by the next read. The boundary to HTTP semantics (core.go)
-// routes the request, applies the forwarding rules and picks a backend (upstream.Pool:
-// AcquireAsync, so that a request that must wait in the backlog holds a Ticket, not a
-// goroutine). The request goes out on an idle connection of this shard to that backend (each
+// because the shard's is reused by the next read. HTTP semantics are package httpcore's: the
+// engine calls an httpcore.Exchange's steps on its views of the heads (message.go): Begin,
+// Route, Admit (access control, rate limits, body limits, redirects), Prepare (hop-by-hop
+// fields, request IDs, rewrites, header rules, forwarding fields), Key, then
+// httpcore.Pool.AcquireAsync (the sticky cookie's backend, else the balancer; a request that
+// must wait in the backlog holds an upstream.Ticket, not a goroutine). The request goes out on an idle connection of this shard to that backend (each
 // backend keeps per-shard idle lists; idle connections stay registered, so a backend closing
 // one is seen at once), or on a new one (a raw non-blocking connect; a host name is resolved
 // in a goroutine and the answer posted back). The response head is read and checked
-// (checkResponse), rewritten for the client (the core's respond: hop-by-hop fields out) and
+// (checkResponse), given the core's response side (StripHopByHop, Respond: expose_backend,
+// request IDs, sticky cookies, header rules; the changes are kept beside the raw head and
+// rendered with it, so the backend's fields go out as they came) and
 // written with the body bytes that came with it, in one write when they are few.
 //
 // # Framing
@@ -69,15 +74,16 @@
 //
 // # Retries and replay safety
 //
-// The core decides after a failed attempt (core.go, decide): a request any byte of which may
-// have reached a backend is sent again only if idempotent; a pooled connection that failed is
-// the keep-alive race and is retried on a fresh connection up to twice; other failures go to
-// another backend within retries.attempts and the retry budget. A non-idempotent request
+// The core decides after a failed attempt (httpcore.Outcome: Fresh, Retryable, within
+// retries.attempts and the retry budget; BackendFailure for outlier detection): a request any
+// byte of which may have reached a backend is sent again only if idempotent; a pooled
+// connection that failed is the keep-alive race and is retried on a fresh connection up to
+// twice; other failures go to another backend. A non-idempotent request
 // checks its pooled connection for a close before it is written (one peek).
 //
 // Concurrency: Engine's methods are safe for concurrent use. Everything of a connection runs
-// on its shard's goroutine; the route table is one atomic pointer (an exchange keeps the table
-// it started with); counters are per shard and summed on read. Access-log lines are formatted
+// on its shard's goroutine; the core's table is one atomic load per request (an exchange keeps
+// the table it started with); counters are per shard and summed on read. Access-log lines are formatted
 // on the shard and written by a goroutine per shard, never on the shard itself. Nothing on a
 // shard blocks: no DNS, no disk, no TLS. TLS listeners stay on the fasthttp plane for now.
 package h1

@@ -20,10 +20,9 @@ import (
 
 	"github.com/valyala/fasthttp"
 
-	"ballast/accesslog"
 	"ballast/config"
 	"ballast/evloop"
-	"ballast/upstream"
+	"ballast/httpcore"
 )
 
 // Engine is Ballast's event-loop HTTP/1.1 plane: it serves plain-HTTP listeners from the
@@ -31,8 +30,7 @@ import (
 // configurations with Swap and stop it with Shutdown; all methods are safe for concurrent use.
 type Engine struct {
 	logger *slog.Logger
-	table  atomic.Pointer[table]
-	access accesslog.Switch
+	core   *httpcore.Core
 	group  *evloop.Group
 	shards []*shard
 
@@ -52,6 +50,23 @@ type listener struct {
 	maxHdr      int
 	maxRequests int
 	el          *evloop.Listener
+	views       []listenerView // by shard: the core's view of the listener, per table
+}
+
+// listenerView caches the core's Listener for one table, on one shard.
+type listenerView struct {
+	t *httpcore.Table
+	l *httpcore.Listener
+	_ [48]byte
+}
+
+// view returns the core's Listener of l under t, looked up once per table and shard.
+func (l *listener) view(sh *shard, t *httpcore.Table) *httpcore.Listener {
+	v := &l.views[sh.id]
+	if v.t != t {
+		v.t, v.l = t, t.Listener(l.name)
+	}
+	return v.l
 }
 
 // shard is the engine's state on one evloop shard: the scratch every request of the shard
@@ -61,13 +76,11 @@ type shard struct {
 	e    *Engine
 	s    *evloop.Shard
 	id   int
-	rh   fasthttp.RequestHeader
-	uri  fasthttp.URI
 	rd   bytes.Reader
 	br   *bufio.Reader
-	wbuf []byte // what one write sends: a response head and the body bytes framed after it
-	fwd  []byte // the forwarding rules' scratch
-	now  int64  // s.Now() of the event being handled
+	wbuf []byte            // what one write sends: a response head and the body bytes framed after it
+	now  int64             // s.Now() of the event being handled
+	rx   httpcore.Exchange // the core's answers to heads refused before an exchange began
 
 	freeEx []*exchange
 	freeC  []*clientConn
@@ -82,6 +95,7 @@ type shard struct {
 // shardStats are one shard's counters, written by that shard only.
 type shardStats struct {
 	conns, accepted, requests, refused      atomic.Int64
+	connsRefused                            atomic.Int64
 	headerTimeouts, idleTimeouts            atomic.Int64
 	bodyTimeouts, writeTimeouts             atomic.Int64
 	backendConns, connects, connectFailures atomic.Int64
@@ -93,6 +107,7 @@ type shardStats struct {
 type Stats struct {
 	Conns, Accepted, Requests int64 // open client connections; accepted; requests read
 	Refused                   int64 // request heads answered 4xx/5xx by the engine's checks
+	ConnsRefused              int64 // connections closed at accept for max_conns_per_client
 	HeaderTimeouts            int64 // connections closed for read_header_timeout
 	IdleTimeouts              int64 // idle keep-alive connections closed for idle_timeout
 	BodyTimeouts              int64 // requests whose body was too slow (408)
@@ -109,9 +124,10 @@ type Stats struct {
 // maxFree bounds each shard's free lists: records beyond go to the collector.
 const maxFree = 1024
 
-// New builds an engine for cfg with one shard per P (BALLAST_H1_SHARDS overrides, for
-// measurements). pools maps every pool name the routes use to its pool.
-func New(cfg *config.Config, pools map[string]*upstream.Pool, logger *slog.Logger) (*Engine, error) {
+// New builds an engine serving from core, with one shard per P (BALLAST_H1_SHARDS overrides,
+// for measurements). It attaches its per-backend state through core (httpcore.Attacher), so
+// it must be built before core's first Swap; reloads reach it through core.
+func New(core *httpcore.Core, logger *slog.Logger) (*Engine, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
@@ -120,65 +136,15 @@ func New(cfg *config.Config, pools map[string]*upstream.Pool, logger *slog.Logge
 	if err != nil {
 		return nil, err
 	}
-	e := &Engine{logger: logger, group: g, done: make(chan struct{})}
+	e := &Engine{logger: logger, core: core, group: g, done: make(chan struct{})}
 	for _, s := range g.Shards() {
 		sh := &shard{e: e, s: s, id: s.ID(), wbuf: make([]byte, 0, 2*evloop.ReadBufSize)}
 		sh.br = bufio.NewReaderSize(&sh.rd, evloop.ReadBufSize)
 		sh.log = newShardLog(sh)
 		e.shards = append(e.shards, sh)
 	}
-	t, err := buildTable(cfg, pools, nil, len(e.shards))
-	if err == nil {
-		err = e.access.Set(cfg.Logging)
-	}
-	if err != nil {
-		g.Close()
-		for _, sh := range e.shards {
-			sh.log.close()
-		}
-		return nil, err
-	}
-	e.table.Store(t)
+	core.Attach(e.attach)
 	return e, nil
-}
-
-// Swap installs a reloaded configuration: requests already running finish on the table they
-// started with; listener options stay as they were at Serve.
-func (e *Engine) Swap(cfg *config.Config, pools map[string]*upstream.Pool) error {
-	t, err := buildTable(cfg, pools, e.table.Load(), len(e.shards))
-	if err != nil {
-		return err
-	}
-	if err := e.access.Set(cfg.Logging); err != nil {
-		return err
-	}
-	e.table.Store(t)
-	return nil
-}
-
-// ReopenAccessLog reopens the access log file (SIGUSR1).
-func (e *Engine) ReopenAccessLog() error { return e.access.Reopen() }
-
-// Responses returns b's responses by status class (index 0: no valid response).
-func (e *Engine) Responses(b *upstream.Backend) [6]uint64 {
-	var out [6]uint64
-	if s := stateOf(b); s != nil {
-		for i := range out {
-			out[i] = s.statuses[i].Load()
-		}
-	}
-	return out
-}
-
-// PoolCounters returns how many of the named pool's requests were retried on another backend
-// and how many hedged copies were sent.
-func (e *Engine) PoolCounters(pool string) (retries, hedges uint64) {
-	for _, r := range e.table.Load().routes {
-		if r.ps.name == pool {
-			return r.ps.counters.retries.Load(), r.ps.counters.hedges.Load()
-		}
-	}
-	return 0, 0
 }
 
 // Stats sums the shards' counters.
@@ -190,6 +156,7 @@ func (e *Engine) Stats() Stats {
 		s.Accepted += st.accepted.Load()
 		s.Requests += st.requests.Load()
 		s.Refused += st.refused.Load()
+		s.ConnsRefused += st.connsRefused.Load()
 		s.HeaderTimeouts += st.headerTimeouts.Load()
 		s.IdleTimeouts += st.idleTimeouts.Load()
 		s.BodyTimeouts += st.bodyTimeouts.Load()
@@ -216,7 +183,12 @@ func (e *Engine) Stats() Stats {
 // owner closes it), then returns nil. ln must lend its descriptor (syscall.Conn): the shards
 // accept from it with raw accept4(2).
 func (e *Engine) Serve(name string, ln net.Listener) error {
-	lc := e.table.Load().listeners[name]
+	var lc *config.Listener
+	if t := e.core.Table(); t != nil {
+		if cl := t.Listener(name); cl != nil {
+			lc = cl.Conf
+		}
+	}
 	if lc == nil {
 		_ = ln.Close()
 		return fmt.Errorf("h1: no configured listener %q", name)
@@ -232,6 +204,7 @@ func (e *Engine) Serve(name string, ln net.Listener) error {
 		readHdr:     int64(config.Or(lc.ReadHeaderTimeout.Duration, config.DefaultReadHeaderTimeout)),
 		maxHdr:      lc.MaxHeaderBytes,
 		maxRequests: lc.MaxKeepAliveRequests,
+		views:       make([]listenerView, len(e.shards)),
 	}
 	if l.maxHdr <= 0 {
 		l.maxHdr = config.DefaultMaxHeaderBytes
@@ -273,10 +246,19 @@ func (l *listener) accept(s *evloop.Shard, fd int, peer netip.AddrPort) {
 		_, _, _ = syscall.RawSyscall(syscall.SYS_CLOSE, uintptr(fd), 0, 0)
 		return
 	}
+	ok, counted := l.e.core.AdmitConn(l.name, peer.Addr().Unmap()) // max_conns_per_client
+	if !ok {
+		sh.st.connsRefused.Add(1)
+		_, _, _ = syscall.RawSyscall(syscall.SYS_CLOSE, uintptr(fd), 0, 0)
+		return
+	}
 	c := sh.newClient()
-	c.l, c.peer = l, peer
+	c.l, c.peer, c.counted = l, peer, counted
 	if err := s.Add(&c.FD, fd, c); err != nil {
 		_, _, _ = syscall.RawSyscall(syscall.SYS_CLOSE, uintptr(fd), 0, 0)
+		if counted {
+			l.e.core.ReleaseConn(l.name, peer.Addr().Unmap())
+		}
 		sh.freeClient(c)
 		return
 	}
@@ -423,7 +405,7 @@ func (sh *shard) newExchange(c *clientConn) *exchange {
 		ex = sh.freeEx[n-1]
 		sh.freeEx = sh.freeEx[:n-1]
 	} else {
-		ex = &exchange{sh: sh}
+		ex = &exchange{sh: sh, rh: new(fasthttp.RequestHeader)}
 	}
 	ex.c = c
 	sh.st.active.Add(1)
@@ -432,8 +414,12 @@ func (sh *shard) newExchange(c *clientConn) *exchange {
 
 func (sh *shard) freeExchange(ex *exchange) {
 	sh.st.active.Add(-1)
-	logb, dec, up := ex.logb[:0], ex.dec.trailer[:0], ex.resp.dec.trailer[:0]
-	*ex = exchange{sh: sh, logb: logb, gen: ex.gen + 1, ticket: ex.ticket, more: ex.more}
+	dec, up := ex.dec.trailer[:0], ex.resp.dec.trailer[:0]
+	cx, rh, rm := ex.cx, ex.rh, ex.rm
+	cx.Reset()
+	rh.Reset()
+	rm.reset(nil, nil)
+	*ex = exchange{sh: sh, cx: cx, rh: rh, rm: rm, gen: ex.gen + 1, ticket: ex.ticket, more: ex.more}
 	ex.dec.trailer, ex.resp.dec.trailer = dec, up
 	if len(sh.freeEx) < maxFree {
 		sh.freeEx = append(sh.freeEx, ex)

@@ -17,6 +17,7 @@ import (
 	"ballast/balance"
 	"ballast/config"
 	"ballast/evloop"
+	"ballast/httpcore"
 	"ballast/upstream"
 )
 
@@ -32,8 +33,15 @@ const bodyMark = 64 << 10
 type exchange struct {
 	c  *clientConn
 	sh *shard
-	t  *table
-	ps *poolState
+	ps *httpcore.Pool // the route's pool; nil until the request is admitted
+
+	// The request as the HTTP core follows it, and its head and response as the core sees
+	// them; rh is allocated once per record and kept with it.
+	cx   httpcore.Exchange
+	rh   *fasthttp.RequestHeader
+	msg  reqMsg
+	rm   respMsg
+	scan httpcore.Scan
 
 	// The request as it goes to the backend: the forwarded head, and a small body after it.
 	req     []byte
@@ -44,6 +52,7 @@ type exchange struct {
 	bodyIn  int64 // body bytes read from the client
 	mark    int64 // bodyIn when the body timer was last armed
 	dec     chunkDecoder
+	limit   int64  // max_body_bytes of a chunked body; 0: none
 	up      []byte // streamed body bytes the backend has not taken yet
 	reqDone bool   // the request went to the backend whole
 
@@ -56,7 +65,7 @@ type exchange struct {
 	key        uint64
 	tried      balance.Tried
 	try, stale int
-	began      int64
+	retrying   bool // a retry was decided: counted once another backend takes it
 
 	ticket  *upstream.Ticket // allocated the first time the record waits; kept with it
 	queued  bool             // waiting in the backlog
@@ -68,17 +77,16 @@ type exchange struct {
 	// The attempts: att holds the one running (or, hedged, up to 1+max_hedges at once: more
 	// holds those past two, allocated once per record); a is the one the response comes from
 	// (the first one sent, until another's response head wins); hedges counts the copies.
-	att       [2]attempt
-	more      []attempt
-	a         *attempt
-	running   int
-	hedges    int
-	lastClass errClass // the last failed attempt's
-	resp      respState
+	att     [2]attempt
+	more    []attempt
+	a       *attempt
+	running int
+	hedges  int
+	last    httpcore.Outcome // the last failed attempt's
+	resp    respState
 
-	logb []byte // the access log's request fields, copied when logging is on
-	logf logFields
-	gen  uint32 // changes when the record is freed (a caller holding it across calls checks)
+	logged bool   // the access-log line is written
+	gen    uint32 // changes when the record is freed (a caller holding it across calls checks)
 }
 
 // Methods the engine tells apart.
@@ -104,14 +112,12 @@ type attempt struct {
 	dnsErr  error
 }
 
-// logFields locate the access log's request fields in logb.
-type logFields struct{ method, uri, proto, host, referer, ua [2]int32 }
-
-// start routes the request whose head the connection just parsed into rh and sends it on.
-func (ex *exchange) start(r *reqHead, rh *fasthttp.RequestHeader) {
+// start routes the request whose head the connection just parsed into ex.rh and sends it
+// on: the core's steps (Begin, Route, Admit, Prepare, Key) in the order httpcore gives.
+func (ex *exchange) start(r *reqHead) {
 	c, sh := ex.c, ex.sh
-	t := sh.e.table.Load()
-	ex.t, ex.began = t, sh.now
+	rh := ex.rh
+	t := sh.e.core.Table()
 	ex.hostAt = -1
 	switch {
 	case rh.IsGet():
@@ -119,7 +125,7 @@ func (ex *exchange) start(r *reqHead, rh *fasthttp.RequestHeader) {
 	case rh.IsHead():
 		ex.method = mHead
 	}
-	ex.idem = idempotent(rh.Method())
+	ex.idem = httpcore.Idempotent(rh.Method())
 	ex.http10 = r.http10
 	ex.keepAlive = !r.connClose && (!r.http10 || r.connKeepAlive)
 	ex.upgrade = r.isUpgrade()
@@ -132,33 +138,40 @@ func (ex *exchange) start(r *reqHead, rh *fasthttp.RequestHeader) {
 		ex.bodyLen, ex.remain = r.clen, r.clen
 		ex.stream = r.clen > maxBufferedBody
 	}
-	if t.access {
-		ex.copyLogFields(rh)
+	ex.msg = reqMsg{h: rh, c: c, proto: http11}
+	if r.http10 {
+		ex.msg.proto = http10
 	}
-	var path []byte
-	if t.needPath {
-		sh.uri.Parse(rh.Host(), rh.RequestURI())
-		path = sh.uri.Path()
-	}
-	ps, ans := t.route(c.l.name, rh.Host(), path)
-	if ps == nil {
-		ex.answer(ans)
+	cx := &ex.cx
+	cx.Begin(t, c.l.view(sh, t), &ex.msg, httpcore.Conn{Peer: c.peer.Addr().Unmap()})
+	route := cx.Route(&ex.msg)
+	if route == nil || !cx.Admit(&ex.msg) { // no route; access control, limits, redirects
+		ex.reply()
 		return
 	}
+	ps := route.Pool()
 	ex.ps = ps
 	rh.SetNoDefaultContentType(true) // forward what the client sent: no Content-Type added
-	ip := c.peer.Addr().Unmap()
-	sh.fwd = ps.forward(rh, ip, false, ex.upgrade, sh.fwd)
+	for k := range rh.All() {
+		ex.scan.Note(k)
+	}
+	rh.ResetConnectionClose() // the backend connection stays open whatever the client does
+	if len(rh.Host()) > 0 && r.http10 {
+		// Sent as HTTP/1.1 (it has a Host), an HTTP/1.0 request keeps the pooled connection.
+		rh.SetProtocolBytes(http11)
+	}
+	cx.Prepare(&ex.msg, &ex.scan, ex.upgrade)
 	switch {
 	case r.chunked:
 		rh.SetContentLength(-1)
+		ex.limit = cx.BodyLimit()
 	case r.clen > 0:
 	case ex.upgrade:
 		rh.Del("Content-Length") // a switch has no body: the tunnel's bytes follow the head
 	case ex.method != mGet && ex.method != mHead:
 		rh.SetContentLength(0) // no body, said explicitly (as fasthttp's client does)
 	}
-	est := 512 + len(rh.RequestURI()) + len(rh.RawHeaders()) + len(sh.fwd)
+	est := 512 + len(rh.RequestURI()) + len(rh.RawHeaders())
 	if !ex.stream && ex.bodyLen > 0 {
 		est += int(ex.bodyLen)
 	}
@@ -169,9 +182,9 @@ func (ex *exchange) start(r *reqHead, rh *fasthttp.RequestHeader) {
 			ex.hostAt = lineEnd(ex.req, ex.hostAt)
 		}
 	}
-	ps.budget.request(sh.now / int64(time.Second))
-	ex.key = ps.key(rh, ip)
-	ex.hedged = ps.hedged(ex.idem, ex.stream, ex.upgrade)
+	ps.CountRequest()
+	ex.key = ps.Key(&ex.msg, cx.Client())
+	ex.hedged = ps.HedgeDelay > 0 && ex.idem && !ex.stream && !ex.upgrade
 	ex.try = 1
 	if r.expect100 && ex.bodyLen != 0 && len(c.in) == 0 {
 		c.write(continue100, nil) // the client waits for it before sending the body
@@ -196,22 +209,6 @@ func lineEnd(b []byte, p int) int {
 		}
 	}
 	return len(b)
-}
-
-func (ex *exchange) copyLogFields(rh *fasthttp.RequestHeader) {
-	b := ex.logb[:0]
-	put := func(f *[2]int32, v []byte) {
-		f[0] = int32(len(b))
-		b = append(b, v...)
-		f[1] = int32(len(b))
-	}
-	put(&ex.logf.method, rh.Method())
-	put(&ex.logf.uri, rh.RequestURI())
-	put(&ex.logf.proto, rh.Protocol())
-	put(&ex.logf.host, rh.Host())
-	put(&ex.logf.referer, rh.Referer())
-	put(&ex.logf.ua, rh.UserAgent())
-	ex.logb = b
 }
 
 // clientEvent is the client side's progress while the exchange runs: body bytes to read.
@@ -254,7 +251,7 @@ func (ex *exchange) readSmallBody() {
 			return
 		}
 		if err != nil {
-			ex.failClient(errClient)
+			ex.failClient(httpcore.ClientFailed)
 			return
 		}
 		ex.req = ex.req[:len(ex.req)+n]
@@ -295,19 +292,21 @@ func (ex *exchange) bodyRead() bool {
 }
 
 // clientTimeout: the body did not come in time.
-func (ex *exchange) clientTimeout() { ex.failClient(errClientTimeout) }
+func (ex *exchange) clientTimeout() { ex.failClient(httpcore.ClientTimeout) }
 
-// failClient ends an exchange whose client failed to send its body: 400 or 408 when no
-// response has started, and the connection closes.
-func (ex *exchange) failClient(class errClass) {
+// failClient ends an exchange whose client failed to send its body (or sent more than
+// max_body_bytes): 400, 408 or 413 when no response has started, and the connection closes.
+func (ex *exchange) failClient(f httpcore.Failure) {
 	c := ex.c
 	c.closeAfter = true
 	if ex.resp.started {
+		ex.resp.term = accesslog.TermClientData
 		c.abort()
 		return
 	}
-	ex.dropAll(class, false)
-	ex.answer(answer{status: class.status(), msg: "ballast: " + class.String() + "\n", close: true})
+	ex.dropAll()
+	ex.cx.Fail(&httpcore.Outcome{Failure: f})
+	ex.reply()
 }
 
 // pick acquires a backend, or queues the request, or answers why not.
@@ -315,20 +314,21 @@ func (ex *exchange) pick() {
 	if ex.ticket == nil {
 		ex.ticket = new(upstream.Ticket)
 	}
-	b, queued, ans := ex.ps.acquire(ex.key, ex.tried, ex.ticket, ex)
-	if ans.status != 0 {
-		if ex.try > 1 || ex.stale > 0 {
-			ex.failAttempts(ex.lastClass)
+	b, queued, err := ex.ps.AcquireAsync(&ex.msg, ex.key, ex.tried, ex.ticket, ex)
+	if err != nil {
+		if ex.try > 1 || ex.stale > 0 { // a retry found no backend: the last failure answers
+			ex.failAttempts()
 			return
 		}
-		ex.answer(ans)
+		ex.cx.AcquireFailed(err)
+		ex.reply()
 		return
 	}
 	if queued {
 		ex.queued = true
 		ex.pending++
 		ex.sh.st.queued.Add(1)
-		if d := ex.ps.pool.QueueTimeout(); d > 0 {
+		if d := ex.ps.Upstream.QueueTimeout(); d > 0 {
 			ex.c.arm(tQueue, ex.sh.now+int64(d))
 		}
 		return
@@ -353,7 +353,7 @@ func (ex *exchange) Run(s *evloop.Shard) {
 		ex.grantB, ex.grantE = nil, nil
 		if ex.gone {
 			if b != nil {
-				ex.ps.release(b, 0, 0, false)
+				ex.ps.Release(b, 0, 0, false)
 			}
 			ex.freeIfDone()
 			return
@@ -362,7 +362,8 @@ func (ex *exchange) Run(s *evloop.Shard) {
 			ex.c.disarm()
 		}
 		if err != nil {
-			ex.answer(acquireAnswer(err))
+			ex.cx.AcquireFailed(err)
+			ex.reply()
 			return
 		}
 		ex.launch(b)
@@ -379,7 +380,7 @@ func (a *attempt) Run(s *evloop.Shard) {
 		return
 	}
 	if a.dnsErr != nil {
-		a.failed(errConnect, a.dnsErr)
+		a.failed(httpcore.Connect, a.dnsErr)
 		return
 	}
 	a.connect(a.dnsAddr)
@@ -387,12 +388,13 @@ func (a *attempt) Run(s *evloop.Shard) {
 
 // queueTimeout: the request waited queue_timeout in the backlog.
 func (ex *exchange) queueTimeout() {
-	if !ex.queued || !ex.ps.pool.Cancel(ex.ticket, true) {
+	if !ex.queued || !ex.ticket.Cancel(true) {
 		return // granted meanwhile: the grant is on its way (Run)
 	}
 	ex.queued = false
 	ex.pending--
-	ex.answer(acquireAnswer(upstream.ErrQueueTimeout))
+	ex.cx.AcquireFailed(upstream.ErrQueueTimeout)
+	ex.reply()
 }
 
 // launch starts an attempt on b, in a free place of att: an idle connection of this shard to
@@ -401,8 +403,12 @@ func (ex *exchange) launch(b *upstream.Backend) {
 	sh := ex.sh
 	a := ex.freeAttempt()
 	if a == nil {
-		ex.ps.release(b, 0, 0, false)
+		ex.ps.Release(b, 0, 0, false)
 		return
+	}
+	if ex.retrying {
+		ex.retrying = false
+		ex.cx.Retried(ex.ps)
 	}
 	*a = attempt{ex: ex, live: true, b: b, start: sh.now, wire: ex.req}
 	ex.running++
@@ -478,7 +484,7 @@ func (ex *exchange) places() int { return len(ex.att) + len(ex.more) }
 func (a *attempt) resolve(address string, st *backendState) {
 	ex := a.ex
 	ex.pending++
-	timeout := ex.ps.connectTimeout
+	timeout := ex.ps.ConnectTimeout
 	now := ex.sh.now
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), timeout)
@@ -531,7 +537,7 @@ func (a *attempt) connect(ap netip.AddrPort) {
 	if err != nil {
 		sh.freeBackend(bc)
 		sh.st.connectFailures.Add(1)
-		a.failed(errConnect, err)
+		a.failed(httpcore.Connect, err)
 		return
 	}
 	sh.st.backendConns.Add(1)
@@ -539,7 +545,7 @@ func (a *attempt) connect(ap netip.AddrPort) {
 	a.attach(bc)
 	if !done {
 		bc.state = bcConnecting
-		bc.arm(bConnect, sh.now+int64(ex.ps.connectTimeout))
+		bc.arm(bConnect, sh.now+int64(ex.ps.ConnectTimeout))
 		return
 	}
 	a.send()
@@ -555,7 +561,7 @@ func (a *attempt) attach(bc *backendConn) {
 func (a *attempt) connected(err error) {
 	if err != nil {
 		a.ex.sh.st.connectFailures.Add(1)
-		a.failed(errConnect, err)
+		a.failed(httpcore.Connect, err)
 		return
 	}
 	a.bc.state = bcActive
@@ -574,11 +580,11 @@ func (a *attempt) send() {
 			a.wrote = true
 		}
 		if err == evloop.ErrAgain || err == nil && a.sent < len(a.wire) {
-			bc.arm(bResponse, ex.sh.now+int64(ex.ps.respTimeout))
+			bc.arm(bResponse, ex.sh.now+int64(ex.ps.ResponseTimeout))
 			return // the rest when the socket drains
 		}
 		if err != nil {
-			a.failed(writeClass(a, err), err)
+			a.failed(writeFailure(a), err)
 			return
 		}
 	}
@@ -587,19 +593,20 @@ func (a *attempt) send() {
 		return
 	}
 	ex.reqDone = true
-	bc.arm(bResponse, ex.sh.now+int64(ex.ps.respTimeout))
+	bc.arm(bResponse, ex.sh.now+int64(ex.ps.ResponseTimeout))
 	ex.armHedge()
 	if bc.Ready&evloop.Readable != 0 {
 		a.readResponse() // an early response, or a close, already waits
 	}
 }
 
-// writeClass classifies a failed write of the request.
-func writeClass(a *attempt, err error) errClass {
+// writeFailure classifies a failed write of the request (and a failed read of its
+// response head): a pooled connection that took nothing was stale.
+func writeFailure(a *attempt) httpcore.Failure {
 	if a.reused && !a.wrote {
-		return errStale
+		return httpcore.Stale
 	}
-	return errClosed
+	return httpcore.Closed
 }
 
 // pumpBody streams the request body from the client to the backend, a read at a time, and
@@ -617,7 +624,7 @@ func (ex *exchange) pumpBody() {
 			}
 			ex.up = ex.up[:copy(ex.up, ex.up[n:])]
 			if len(ex.up) > 0 {
-				bc.arm(bResponse, sh.now+int64(ex.ps.respTimeout))
+				bc.arm(bResponse, sh.now+int64(ex.ps.ResponseTimeout))
 				return
 			}
 			sh.s.PutBuf(ex.up)
@@ -627,7 +634,7 @@ func (ex *exchange) pumpBody() {
 		if ex.bodyLen > 0 && ex.remain == 0 || ex.bodyLen < 0 && ex.dec.done() {
 			ex.reqDone = true
 			c.disarm()
-			bc.arm(bResponse, sh.now+int64(ex.ps.respTimeout))
+			bc.arm(bResponse, sh.now+int64(ex.ps.ResponseTimeout))
 			return
 		}
 		var data []byte
@@ -649,14 +656,18 @@ func (ex *exchange) pumpBody() {
 				return
 			}
 			if err != nil {
-				ex.failClient(errClient)
+				ex.failClient(httpcore.ClientFailed)
 				return
 			}
 			data = buf[:n]
 		}
 		used, out, err := ex.frameBody(data)
 		if err != nil {
-			ex.failClient(errClient)
+			ex.failClient(httpcore.ClientFailed)
+			return
+		}
+		if ex.limit > 0 && ex.bodyIn > ex.limit {
+			ex.failClient(httpcore.BodyTooLarge)
 			return
 		}
 		if fromIn {
@@ -718,58 +729,66 @@ func (ex *exchange) uploadFailed(err error) {
 		ex.c.abort() // the response is on its way: the client cannot be told
 		return
 	}
-	ex.a.failed(errClosed, err)
+	ex.a.failed(httpcore.Closed, err)
 }
 
 // failed ends the attempt on its backend and applies the core's decision: a fresh
-// connection, another backend, or the answer. With other attempts of a hedged request still
-// running, it only ends this one (and may send a retry beside them).
-func (a *attempt) failed(class errClass, err error) {
+// connection (the keep-alive race, up to twice), another backend, or the answer. With other
+// attempts of a hedged request still running, it only ends this one (and may send a retry
+// beside them).
+func (a *attempt) failed(f httpcore.Failure, err error) {
 	ex := a.ex
+	ps := ex.ps
 	b := a.b
-	eof := errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
-	failed := ex.ps.failed(class, a.reused, eof, 0)
-	reused := a.reused
-	a.drop(class)
-	ex.ps.release(b, 0, time.Duration(ex.sh.now-a.start), failed)
-	if class == errConnect {
-		ex.ps.pool.Unreachable(b)
+	if a.reused && (errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)) {
+		err = io.EOF // a pooled connection the backend closed as the request went out
 	}
-	o := outcome{class: class, reused: reused, idempotent: ex.idem, untouched: !ex.stream || ex.bodyIn == 0}
+	o := httpcore.Outcome{Failure: f, Err: err, Reused: a.reused, Sent: a.wrote}
+	if !ex.resp.started {
+		ex.resp.backend = b // the log names the last backend tried
+	}
+	a.drop(&o)
+	ps.Release(b, time.Duration(ex.sh.now-a.start), 0, ps.BackendFailure(&o))
+	if f == httpcore.Connect {
+		ps.Upstream.Unreachable(b)
+	}
+	untouched := !ex.stream || ex.bodyIn == 0
 	if ex.running > 0 { // a hedged request: the others run on; a retry may join them
-		if ex.ps.decide(o, ex.try, 2, ex.sh.now) == decideRetry {
+		if ex.try < ps.Attempts && ps.Retryable(&o, ex.idem, untouched) && ps.SpendRetry() {
 			ex.markTried(b)
-			if nb := ex.ps.tryAcquire(ex.key, ex.tried); nb != nil {
+			if nb, err := ps.Upstream.TryAcquire(ex.key, ex.tried); err == nil {
 				ex.try++
 				ex.markTried(nb)
+				ex.cx.Retried(ps)
 				ex.launch(nb)
 			}
 		}
 		return
 	}
-	switch ex.ps.decide(o, ex.try, ex.stale, ex.sh.now) {
-	case decideFresh:
+	switch {
+	case ex.stale < 2 && untouched && o.Fresh(ex.idem):
 		ex.stale++
 		ex.sh.closeIdle(stateOf(b)) // those idle beside the dead one are suspect too
 		ex.pick()
-	case decideRetry:
+	case ex.try < ps.Attempts && ps.Retryable(&o, ex.idem, untouched) && ps.SpendRetry():
 		ex.markTried(b)
 		ex.try++
+		ex.retrying = true
 		ex.pick()
 	default:
-		ex.failAttempts(class)
+		ex.failAttempts()
 	}
 }
 
 // armHedge starts the hedge timer once the request went out whole.
 func (ex *exchange) armHedge() {
-	if !ex.hedged || ex.resp.started || ex.hedges >= ex.ps.maxHedges || ex.c.tphase == tHedge {
+	if !ex.hedged || ex.resp.started || ex.hedges >= ex.ps.MaxHedges || ex.c.tphase == tHedge {
 		return
 	}
 	if ex.a != nil {
 		ex.markTried(ex.a.b) // a copy goes elsewhere
 	}
-	ex.c.arm(tHedge, ex.sh.now+int64(ex.ps.hedgeDelay))
+	ex.c.arm(tHedge, ex.sh.now+int64(ex.ps.HedgeDelay))
 }
 
 // hedgeTimer: hedge.delay passed without a response head: another copy, to another backend
@@ -778,30 +797,29 @@ func (ex *exchange) hedgeTimer() {
 	if ex.resp.started || ex.running == 0 {
 		return
 	}
-	if ex.ps.hedge(ex.hedges, ex.sh.now) {
-		if b := ex.ps.tryAcquire(ex.key, ex.tried); b != nil {
+	ps := ex.ps
+	if ex.hedges < ps.MaxHedges && ps.SpendHedge() {
+		if b, err := ps.Upstream.TryAcquire(ex.key, ex.tried); err == nil {
 			ex.hedges++
 			ex.markTried(b)
 			ex.launch(b)
 		}
 	}
-	if ex.hedges < ex.ps.maxHedges && !ex.resp.started && ex.c.tphase != tHedge {
-		ex.c.arm(tHedge, ex.sh.now+int64(ex.ps.hedgeDelay))
+	if ex.hedges < ps.MaxHedges && !ex.resp.started && ex.c.tphase != tHedge {
+		ex.c.arm(tHedge, ex.sh.now+int64(ps.HedgeDelay))
 	}
 }
 
 // markTried adds b to the backends the request has used, so that a retry or hedge avoids it.
-func (ex *exchange) markTried(b *upstream.Backend) {
-	if i := b.Index(); i >= 0 {
-		ex.tried.Add(i)
-	}
-}
+func (ex *exchange) markTried(b *upstream.Backend) { httpcore.MarkTried(&ex.tried, b) }
 
 // drop closes the attempt's connection (unusable after a failure, or a loser's) and frees
-// its place.
-func (a *attempt) drop(class errClass) {
+// its place; o, when the attempt failed, is kept as the exchange's last failure.
+func (a *attempt) drop(o *httpcore.Outcome) {
 	ex := a.ex
-	ex.lastClass = class
+	if o != nil {
+		ex.last = *o
+	}
 	if a.bc != nil {
 		a.bc.close()
 		a.bc = nil
@@ -822,23 +840,25 @@ func (a *attempt) drop(class errClass) {
 }
 
 // failAttempts answers a request whose last attempt failed.
-func (ex *exchange) failAttempts(class errClass) {
-	if class == errClient || class == errClientTimeout {
+func (ex *exchange) failAttempts() {
+	o := &ex.last
+	if o.Failure == httpcore.ClientFailed || o.Failure == httpcore.ClientTimeout {
 		ex.c.closeAfter = true
 	}
-	ex.sh.e.logger.Warn("request failed", "pool", ex.ps.name, "reason", class.String())
-	ex.resp.status = class.status()
-	ex.answer(answer{status: class.status(), msg: "ballast: " + class.String() + "\n"})
+	ex.sh.e.logger.Warn("request failed", "pool", ex.ps.Name, "reason", o.Failure.String(), "err", o.Err)
+	ex.cx.Fail(o)
+	ex.reply()
 }
 
-// answer ends the exchange with a response of Ballast's own.
-func (ex *exchange) answer(a answer) {
+// reply ends the exchange with the core's answer (ex.cx.Reply).
+func (ex *exchange) reply() {
 	c := ex.c
-	if !ex.keepAlive || !ex.bodyRead() {
+	rp := &ex.cx.Reply
+	if rp.Close || !ex.keepAlive || !ex.bodyRead() {
 		c.closeAfter = true // the body's rest cannot be told from the next request
 	}
-	ex.resp.status = a.status
-	c.answer(a, ex.method == mHead)
+	ex.resp.status, ex.resp.term = rp.Status, rp.Term
+	c.render(rp, ex.method == mHead)
 	if !c.Registered() {
 		return
 	}
@@ -848,7 +868,7 @@ func (ex *exchange) answer(a answer) {
 
 // abandon ends the exchange because its client went away (or the engine shuts down).
 func (ex *exchange) abandon() {
-	if ex.queued && ex.ps.pool.Cancel(ex.ticket, false) {
+	if ex.queued && ex.ticket.Cancel(false) {
 		ex.queued = false
 		ex.pending--
 	}
@@ -856,14 +876,24 @@ func (ex *exchange) abandon() {
 		ex.resp.tunnel = false
 		ex.sh.st.tunnels.Add(-1)
 	}
-	ex.dropAll(errCancelled, true)
+	switch {
+	case ex.resp.term != "":
+	case !ex.resp.started:
+		ex.resp.status, ex.resp.term = httpcore.ClientGone.Status(), httpcore.ClientGone.Termination()
+	default:
+		ex.resp.term = accesslog.TermClientData // cut off in the middle of the response
+	}
+	ex.dropAll()
+	if !ex.logged {
+		ex.logAccess()
+	}
 	ex.gone = true
 	ex.freeIfDone()
 }
 
 // dropAll ends every attempt still running, releasing their slots as not the backends'
-// failures (released: already counted when the response came).
-func (ex *exchange) dropAll(class errClass, released bool) {
+// failures.
+func (ex *exchange) dropAll() {
 	for i := range ex.places() {
 		a := ex.attemptAt(i)
 		if !a.live {
@@ -877,10 +907,9 @@ func (ex *exchange) dropAll(class errClass, released bool) {
 		if a == ex.a {
 			status = ex.resp.status
 		}
-		a.drop(class)
-		ex.ps.release(b, status, time.Duration(lat), false)
+		a.drop(nil)
+		ex.ps.Release(b, time.Duration(lat), status, false)
 	}
-	_ = released
 }
 
 // finish gives the exchange back; the client connection goes on.
@@ -906,38 +935,24 @@ func (ex *exchange) freeIfDone() {
 	sh.freeExchange(ex)
 }
 
-// logAccess writes the access-log line of a finished exchange.
+// logAccess writes the access-log line of a finished exchange (through the shard's writer),
+// once.
 func (ex *exchange) logAccess() {
-	t := ex.t
-	if t == nil || !t.access {
+	if ex.logged {
 		return
 	}
-	l := ex.sh.e.access.Load()
+	ex.logged = true
+	l := ex.sh.e.core.AccessLog()
 	if l == nil {
 		return
 	}
-	f := func(r [2]int32) []byte { return ex.logb[r[0]:r[1]] }
-	e := accesslog.Entry{
-		Listener:  ex.c.l.name,
-		Client:    ex.c.peer.Addr().Unmap(),
-		Method:    f(ex.logf.method),
-		URI:       f(ex.logf.uri),
-		Proto:     f(ex.logf.proto),
-		Host:      f(ex.logf.host),
-		Referer:   f(ex.logf.referer),
-		UserAgent: f(ex.logf.ua),
-		Status:    ex.resp.status,
-		BytesIn:   ex.bodyIn,
-		BytesOut:  ex.resp.bytesOut,
-		Duration:  time.Duration(ex.sh.now - ex.began),
-		Upstream:  time.Duration(ex.resp.ttfb),
-		Retries:   ex.try - 1,
+	rs := &ex.resp
+	d := httpcore.Done{
+		Status: rs.status, BytesIn: ex.bodyIn, BytesOut: rs.bytesOut,
+		Pool: ex.ps, Backend: rs.backend, Upstream: time.Duration(rs.ttfb), Term: rs.term,
 	}
-	if ex.ps != nil {
-		e.Pool = ex.ps.name
+	var e accesslog.Entry
+	if ex.cx.Fill(&e, &ex.msg, &d) {
+		ex.sh.log.add(l, &e)
 	}
-	if ex.resp.backend != nil {
-		e.Backend = ex.resp.backend.ID
-	}
-	t.logAccess(ex.sh.log, l, &e)
 }

@@ -60,6 +60,7 @@ const (
 	headUpgradeBody         // a protocol switch with a body
 	headBadHost             // Host missing (HTTP/1.1), repeated, or not host[:port]
 	headTooLarge            // over max_header_bytes
+	headTimeout             // not whole within read_header_timeout
 )
 
 // message and status are the client's answer to a refused head.
@@ -81,6 +82,8 @@ func (v verdict) message() string {
 		return "ballast: missing or invalid Host\n"
 	case headTooLarge:
 		return "ballast: request header too large\n"
+	case headTimeout:
+		return "ballast: request timeout\n"
 	}
 	return "ballast: malformed request\n"
 }
@@ -93,12 +96,11 @@ func (v verdict) status() int {
 		return 505
 	case headTooLarge:
 		return 431
+	case headTimeout:
+		return 408
 	}
 	return 400
 }
-
-// allowedMethods is the Allow field of the 405 that answers CONNECT.
-const allowedMethods = "GET, HEAD, POST, PUT, DELETE, OPTIONS, PATCH, TRACE"
 
 // reqHead is what the checks learnt about a request head.
 type reqHead struct {
@@ -503,4 +505,24 @@ func lastToken(list []byte, tok string) bool {
 // noBody reports a response that has no body whatever its fields say (RFC 9112 §6.3).
 func noBody(status int, head bool) bool {
 	return head || status < 200 || status == 204 || status == 304
+}
+
+var (
+	http10 = []byte("HTTP/1.0")
+	http11 = []byte("HTTP/1.1")
+)
+
+// forEachToken calls f with each non-empty, trimmed element of a comma-separated list.
+func forEachToken(list []byte, f func(tok []byte)) {
+	for len(list) > 0 {
+		var tok []byte
+		if i := bytes.IndexByte(list, ','); i >= 0 {
+			tok, list = list[:i], list[i+1:]
+		} else {
+			tok, list = list, nil
+		}
+		if tok = bytes.TrimSpace(tok); len(tok) > 0 {
+			f(tok)
+		}
+	}
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"ballast/config"
+	"ballast/httpcore"
 	"ballast/upstream"
 )
 
@@ -53,6 +54,7 @@ func testConfig(pools ...config.Pool) *config.Config {
 
 type testEngine struct {
 	*Engine
+	core  *httpcore.Core
 	addr  string
 	pools map[string]*upstream.Pool
 	done  chan error
@@ -74,11 +76,15 @@ func startEngine(t testing.TB, cfg *config.Config) *testEngine {
 		}
 		pools[pc.Name] = p
 	}
-	e, err := New(cfg, pools, nil)
+	core := httpcore.New(nil)
+	e, err := New(core, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	te := &testEngine{Engine: e, addr: ln.Addr().String(), pools: pools, done: make(chan error, 1)}
+	if err := core.Swap(cfg, pools); err != nil {
+		t.Fatal(err)
+	}
+	te := &testEngine{Engine: e, core: core, addr: ln.Addr().String(), pools: pools, done: make(chan error, 1)}
 	go func() { te.done <- e.Serve(cfg.Listeners[0].Name, ln) }()
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -89,12 +95,24 @@ func startEngine(t testing.TB, cfg *config.Config) *testEngine {
 		case <-ctx.Done():
 		}
 		_ = ln.Close()
+		core.Close()
 		for _, p := range pools {
 			p.Close()
 		}
 	})
 	return te
 }
+
+// Swap installs a reloaded configuration, as package server does: through the core.
+func (te *testEngine) Swap(cfg *config.Config, pools map[string]*upstream.Pool) error {
+	return te.core.Swap(cfg, pools)
+}
+
+func (te *testEngine) PoolCounters(pool string) (retries, hedges uint64) {
+	return te.core.PoolCounters(pool)
+}
+
+func (te *testEngine) Responses(b *upstream.Backend) [6]uint64 { return te.core.Responses(b) }
 
 func (te *testEngine) url(path string) string { return "http://" + te.addr + path }
 

@@ -5,7 +5,9 @@ package h1
 import (
 	"time"
 
+	"ballast/accesslog"
 	"ballast/evloop"
+	"ballast/httpcore"
 	"ballast/upstream"
 )
 
@@ -26,6 +28,7 @@ type respState struct {
 	bytesOut int64
 	backend  *upstream.Backend
 	ttfb     int64
+	term     string // the access log's termination state, when not a normal end
 }
 
 // Framings of a response body, from the backend.
@@ -72,7 +75,7 @@ func (a *attempt) readResponse() {
 				return
 			}
 			if err != nil {
-				a.failed(headClass(a, err), err)
+				a.failed(writeFailure(a), err)
 				return
 			}
 			bc.in = bc.in[:len(bc.in)+n]
@@ -84,7 +87,7 @@ func (a *attempt) readResponse() {
 				return
 			}
 			if err != nil {
-				a.failed(headClass(a, err), err)
+				a.failed(writeFailure(a), err)
 				return
 			}
 			data = buf[:n]
@@ -94,7 +97,7 @@ func (a *attempt) readResponse() {
 			end := headEnd(data, &bc.scan)
 			if end == 0 {
 				if len(data) >= maxRespHead {
-					a.failed(errBadGateway, nil)
+					a.failed(httpcore.BadGateway, nil)
 					return
 				}
 				if len(bc.in) == 0 { // keep the partial head: the shard's buffer is reused
@@ -104,12 +107,12 @@ func (a *attempt) readResponse() {
 			}
 			var r respHead
 			if !checkResponse(data[:end], &r) {
-				a.failed(errBadGateway, nil)
+				a.failed(httpcore.BadGateway, nil)
 				return
 			}
 			if r.status >= 100 && r.status < 200 && r.status != 101 {
 				if ex.resp.interim++; ex.resp.interim > maxInterim {
-					a.failed(errBadGateway, nil)
+					a.failed(httpcore.BadGateway, nil)
 					return
 				}
 				data = data[end:] // skip it (the client got its own 100 Continue)
@@ -137,14 +140,6 @@ func (a *attempt) readResponse() {
 	}
 }
 
-// headClass classifies a failure to read the response head.
-func headClass(a *attempt, err error) errClass {
-	if a.reused && !a.wrote {
-		return errStale
-	}
-	return errClosed
-}
-
 // win makes a, whose response head came first, the exchange's attempt: the others (hedged
 // copies) are dropped, their slots released as not their backends' failures.
 func (ex *exchange) win(a *attempt) {
@@ -158,8 +153,8 @@ func (ex *exchange) win(a *attempt) {
 			continue
 		}
 		b := o.b
-		o.drop(errCancelled)
-		ex.ps.release(b, 0, time.Duration(ex.sh.now-o.start), false)
+		o.drop(nil)
+		ex.ps.Release(b, time.Duration(ex.sh.now-o.start), 0, false)
 	}
 	ex.a = a
 	if ex.c.tphase == tHedge {
@@ -177,7 +172,7 @@ func (ex *exchange) responseHead(raw []byte, r *respHead, rest []byte) {
 	rs.status, rs.backend, rs.ttfb = r.status, a.b, a.ttfb
 	if r.status == 101 {
 		if !ex.upgrade {
-			a.failed(errBadGateway, nil)
+			a.failed(httpcore.BadGateway, nil)
 			return
 		}
 		ex.tunnel(raw, r, rest)
@@ -220,8 +215,16 @@ func (ex *exchange) responseHead(raw []byte, r *respHead, rest []byte) {
 		m.conn = connKeepAlive
 	}
 	rs.started = true
-	bc.arm(bResponse, sh.now+int64(ex.ps.respTimeout)) // from here: backend inactivity
-	w := ex.t.respond(sh.wbuf[:0], raw, r, m, c.l.name, a.b)
+	bc.arm(bResponse, sh.now+int64(ex.ps.ResponseTimeout)) // from here: backend inactivity
+	// The core's response side: hop-by-hop fields out, expose_backend, request ID, sticky
+	// cookie, header rules. Compression is not the engine's: a route that compresses is served
+	// by the fasthttp plane (package server decides), so the encoding is always none here.
+	ex.rm.reset(raw, r)
+	var sc httpcore.Scan
+	ex.rm.scan(&sc)
+	ex.cx.StripHopByHop(&ex.rm, &sc, false, false)
+	_ = ex.cx.Respond(&ex.msg, &ex.rm, a.b)
+	w := ex.rm.render(sh.wbuf[:0], m)
 	// The body bytes that came with the head go out in the same write when they are few.
 	var body []byte
 	used := 0
@@ -349,7 +352,7 @@ func (ex *exchange) pumpResponse() {
 			ex.responseFailed()
 			return
 		}
-		bc.arm(bResponse, sh.now+int64(ex.ps.respTimeout))
+		bc.arm(bResponse, sh.now+int64(ex.ps.ResponseTimeout))
 	}
 	if ex.respDone() {
 		ex.finishResponse()
@@ -379,9 +382,10 @@ func (ex *exchange) clientDrained() {
 func (ex *exchange) responseFailed() {
 	if a := ex.a; a != nil && a.live {
 		b := a.b
-		a.drop(errClosed)
-		ex.ps.release(b, ex.resp.status, time.Duration(ex.resp.ttfb), true)
+		a.drop(nil)
+		ex.ps.Release(b, time.Duration(ex.resp.ttfb), ex.resp.status, true)
 	}
+	ex.resp.term = accesslog.TermServerData
 	ex.logAccess()
 	ex.c.abort()
 }
@@ -399,8 +403,9 @@ func (ex *exchange) finishResponse() {
 		}
 	}
 	b := a.b
-	a.drop(errNone)
-	ex.ps.release(b, rs.status, time.Duration(rs.ttfb), ex.ps.failed(errNone, a.reused, false, rs.status))
+	a.drop(nil)
+	o := httpcore.Outcome{Status: rs.status}
+	ex.ps.Release(b, time.Duration(rs.ttfb), rs.status, ex.ps.BackendFailure(&o))
 	ex.logAccess()
 	ex.finish(ex.c.closeAfter)
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"ballast/evloop"
+	"ballast/httpcore"
 )
 
 // A protocol switch (Upgrade, 101) turns the exchange into a tunnel: both connections stay on
@@ -25,7 +26,12 @@ func (ex *exchange) tunnel(raw []byte, r *respHead, rest []byte) {
 	ex.a.bc.Shard().Stop(&ex.a.bc.timer)
 	ex.a.bc.tphase = bNone
 	c.disarm()
-	w := ex.t.respond(sh.wbuf[:0], raw, r, respMode{upgrade: true, conn: connUpgrade}, c.l.name, ex.a.b)
+	ex.rm.reset(raw, r)
+	var sc httpcore.Scan
+	ex.rm.scan(&sc)
+	ex.cx.StripHopByHop(&ex.rm, &sc, true, false) // Upgrade stays; the engine writes Connection
+	_ = ex.cx.Respond(&ex.msg, &ex.rm, ex.a.b)
+	w := ex.rm.render(sh.wbuf[:0], respMode{conn: connUpgrade})
 	w = append(w, rest...)
 	ex.a.bc.releaseIn()
 	sh.wbuf = w
@@ -123,8 +129,8 @@ func (ex *exchange) endTunnel(clean bool) {
 	ex.resp.tunnel = false
 	if a := ex.a; a != nil && a.live {
 		b := a.b
-		a.drop(errNone)
-		ex.ps.release(b, 101, time.Duration(ex.resp.ttfb), false)
+		a.drop(nil)
+		ex.ps.Release(b, time.Duration(ex.resp.ttfb), 101, false)
 	}
 	ex.logAccess()
 	c := ex.c

@@ -1,53 +1,72 @@
-// Package h2proxy is Ballast's HTTP/2 data plane, on net/http and golang.org/x/net/http2: it
+// Package h2proxy is Ballast's HTTP/2 engine, on net/http and golang.org/x/net/http2: it
 // serves HTTP/2 connections that the server hands it (TLS connections that negotiated h2 by
-// ALPN, cleartext connections that opened with the HTTP/2 preface on an h2c listener) and
-// proxies each stream like the HTTP/1 plane (package httpproxy) proxies a request.
+// ALPN, cleartext connections that opened with the HTTP/2 preface on an h2c listener) and runs
+// each stream through package httpcore exactly as the HTTP/1 engine (package httpproxy) runs a
+// request: the same route, policy, forwarding fields, retry decisions, answers, counters and
+// access-log line. It does not import httpproxy.
 //
-// API: New builds a Proxy; Swap installs each configuration with its pools and the HTTP/1
-// plane whose routes, retry budgets and counters it shares; ServeConn serves one connection
+// API: New builds a Proxy over an httpcore.Core (whose Swap installs configurations; the
+// engine attaches a transport to every backend through an httpcore.Attacher) and, optionally,
+// an httpcore.Bridge to an HTTP/1 engine's backend connections; ServeConn serves one connection
 // as a listener's; Shutdown sends GOAWAY and waits for the streams to finish.
 //
 // Contract of the request path (one stream):
-//   - Routing, hash keys, retry budget, retry counters, status counters and the access-log
-//     line are the HTTP/1 plane's (httpproxy.Route, CountStatus, LogAccess), so metrics and
-//     the status page add both planes up.
+//   - The core's steps in the core's order (see httpcore): Begin, Route, Admit, Prepare on a
+//     copy of the stream's fields (message.go: the fields the backend gets), the pool's key,
+//     Acquire, the attempt's Outcome, Retryable/Retried, Respond on the ResponseWriter's fields,
+//     Log. Ballast's own answers (httpcore.Reply) are plain-text HTTP answers with the same
+//     status, fields and error pages as over HTTP/1, or, for gRPC, trailers-only answers.
 //   - The balancer picks per stream: each stream is one Acquire/Release on the pool, counts
 //     in flight from dispatch until its response body is done, and waits in the backlog
 //     queue (max_conns, max_queue) like an HTTP/1 request.
 //   - Backends are reached per pool protocol: http1, h2 (http2.Transport over TLS with ALPN h2)
 //     or h2c (http2.Transport, prior knowledge). For http1, a stream without a request body
-//     (nor a grpc-timeout) goes through the HTTP/1 plane's keep-alive connections to the
-//     backend (httpproxy.Upstream1: fasthttp, no goroutine per request, keepalive.max_idle and
-//     max_requests apply); one with a body goes through http.Transport (TLS when the pool has
-//     tls), which streams it full duplex. Each backend has its own transport, attached in this
-//     plane's upstream slot and rebuilt when a reload changes the pool's protocol or tls; a
-//     backend whose tls a reload changed leaves the HTTP/1 plane's connections, which keep the
-//     tls they were built with, for http.Transport.
+//     (nor a grpc-timeout) goes through the Bridge (the HTTP/1 engine's keep-alive
+//     connections: no goroutine per request, keepalive.max_idle and max_requests apply); one
+//     with a body goes through http.Transport (TLS when the pool has tls), which streams it
+//     full duplex. Each backend has its own transport, attached in this engine's upstream slot
+//     and rebuilt when a reload changes the pool's protocol or tls; a backend whose tls a
+//     reload changed leaves the HTTP/1 engine's connections, which keep the tls they were
+//     built with, for http.Transport. Go's transports add nothing of their own: no
+//     User-Agent when the client sent none; responses get no Date nor sniffed Content-Type.
 //   - Client connections: the writes of the frames that become ready together are gathered
 //     into one system call (batchConn; x/net/http2 would flush about twice per response), and
-//     cleartext reads are buffered (x/net reads each frame as two exact reads).
+//     cleartext reads are buffered (x/net reads each frame as two exact reads). A SETTINGS
+//     frame that repeats a parameter is handed to x/net with each parameter once, at its last
+//     value (settings.go; x/net would end the connection, RFC 9113 §6.5.3 says to process the
+//     values in order).
 //   - Bodies stream both ways, full duplex, each response write flushed; trailers pass both
-//     ways. A client reset cancels the backend stream; a backend reset after the headers
-//     resets the client stream (for gRPC: ends it with grpc-status 14 instead).
-//   - Retries go to another backend within retries.attempts and the budget: after a failed
-//     connect for any method; after other failures before response headers only for idempotent
-//     methods and only when no byte of the request body was read.
-//   - Hedging (hedge.delay > 0) for idempotent requests without a body, as in the HTTP/1 plane:
+//     ways; a body of unknown length is cut at max_body_bytes (413); a compressed response is
+//     compressed as it flows (httpcore.Compressor). A client reset cancels the backend stream
+//     and is logged 499; a backend reset after the headers resets the client stream (for
+//     gRPC: ends it with grpc-status 14 instead).
+//   - Retries go to another backend within retries.attempts and the budget, by the core's
+//     rule: after a failed connect for any method; after other failures before response
+//     headers (which count as sent: http.Transport cannot tell) only for idempotent methods,
+//     and only when no byte of the request body was read.
+//   - Hedging (hedge.delay > 0) for idempotent requests without a body, as in the HTTP/1 engine:
 //     a copy to another backend each time the delay passes without response headers, up to
 //     hedge.max_hedges within the budget; the first response wins, the others are cancelled.
 //   - Timeouts: timeouts.response bounds the wait for response headers (504); a gRPC request's
 //     grpc-timeout is its deadline instead, for the whole call.
-//   - gRPC (content-type application/grpc…): every failure Ballast answers itself is a
+//   - gRPC (content-type application/grpc…): every answer Ballast gives itself is a
 //     trailers-only response with HTTP 200, grpc-status and grpc-message: 14 UNAVAILABLE for
 //     no backend, full queue, connect failure or reset; 4 DEADLINE_EXCEEDED for a timeout;
-//     12 UNIMPLEMENTED for no route.
+//     12 UNIMPLEMENTED for no route; 7 PERMISSION_DENIED for access control; 8
+//     RESOURCE_EXHAUSTED for a rate or body limit.
+//   - What x/net decides before any of Ballast's code runs: a header list over the
+//     listener's max_header_bytes (431) and a request with a connection-specific field or TE
+//     other than trailers (400; RFC 9113 wants a stream error) are answered by x/net's own
+//     handlers and get no access-log line.
 //   - Abuse limits per connection (defaults in limits.go, documented in docs/operations.md):
 //     concurrent streams, header list size (the listener's max_header_bytes), flow-control
 //     windows, idle timeout, ping on silence; a client that resets more than
 //     MaxClientResetsPerSecond streams in a second is disconnected (CVE-2023-44487), and
 //     CONTINUATION floods end the connection (x/net/http2 caps a header block at the header
-//     list size, CVE-2023-45288 / CVE-2024-27316 class).
+//     list size, CVE-2023-45288 / CVE-2024-27316 class). max_conns_per_client is counted by
+//     the server's front, once per connection.
 //
-// Concurrency: all methods are safe for concurrent use. The request path loads one immutable
-// state through an atomic pointer and takes no lock; per-connection counters are atomics.
+// Concurrency: all methods are safe for concurrent use. The request path loads the core's
+// immutable table through an atomic pointer and takes no lock; per-connection counters are
+// atomics.
 package h2proxy

@@ -3,21 +3,19 @@ package h2proxy_test
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"ballast/config"
-	"ballast/server"
 )
 
 // The pool's protocol decides how an HTTP/2 client's request reaches the backend: HTTP/1.1,
@@ -355,63 +353,57 @@ func grep(s, sub string) string {
 	return strings.Join(out, "\n")
 }
 
-// HTTP/2 streams are written to the access log with the HTTP/1 plane's keys, plus proto.
+// HTTP/2 streams are written to the same access-log file as HTTP/1 requests, with the same
+// keys: one line each, the proto telling them apart.
 func TestAccessLog(t *testing.T) { bothBackendProtocols(t, testAccessLog) }
 
 func testAccessLog(t *testing.T, protocol string) {
 	backend := h2cServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(201) }))
-	file := filepath.Join(t.TempDir(), "b.yaml")
-	os.WriteFile(file, []byte(fmt.Sprintf(`
+	dir := t.TempDir()
+	logFile := filepath.Join(dir, "access.log")
+	s := start(t, fmt.Sprintf(`
 listeners: [{name: in, address: "127.0.0.1:0", h2c: true}]
-logging: {access: true}
+logging: {access: true, access_file: %q}
 pools: [{name: p, protocol: %s, backends: [{address: %s, name: b1}]}]
-`, protocol, backend)), 0o600)
-	cfg, err := config.Load(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var mu sync.Mutex
-	var buf strings.Builder
-	logger := slog.New(slog.NewJSONHandler(writerFunc(func(p []byte) (int, error) {
-		mu.Lock()
-		defer mu.Unlock()
-		return buf.Write(p)
-	}), nil))
-	s, err := server.Start(cfg, server.Options{Logger: logger})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		s.Shutdown(ctx)
-	}()
-	resp, err := h2c().Get("http://" + s.Addr("in").String() + "/logged?q=1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	waitFor(t, 5*time.Second, "the access-log line", func() bool {
-		mu.Lock()
-		defer mu.Unlock()
-		return strings.Contains(buf.String(), `"msg":"access"`)
-	})
-	mu.Lock()
-	line := grep(buf.String(), `"msg":"access"`)
-	mu.Unlock()
-	for _, want := range []string{`"listener":"in"`, `"method":"GET"`, `"uri":"/logged?q=1"`, `"status":201`, `"pool":"p"`, `"backend":"b1"`, `"proto":"HTTP/2.0"`} {
-		if !strings.Contains(line, want) {
-			t.Errorf("access line lacks %s: %s", want, line)
+`, logFile, protocol, backend))
+	for _, c := range []*http.Client{h2c(), {Timeout: 10 * time.Second}} { // HTTP/2, then HTTP/1.1
+		resp, err := c.Get("http://" + s.Addr("in").String() + "/logged?q=1")
+		if err != nil {
+			t.Fatal(err)
 		}
+		resp.Body.Close()
+	}
+	var lines []string
+	waitFor(t, 5*time.Second, "two access-log lines", func() bool {
+		data, _ := os.ReadFile(logFile)
+		lines = strings.Split(strings.TrimSpace(string(data)), "\n")
+		return len(data) > 0 && len(lines) >= 2
+	})
+	var keys []string
+	for i, proto := range []string{"HTTP/2.0", "HTTP/1.1"} {
+		var e map[string]any
+		if err := json.Unmarshal([]byte(lines[i]), &e); err != nil {
+			t.Fatalf("line %d is not JSON: %v\n%s", i, err, lines[i])
+		}
+		for k, want := range map[string]any{"listener": "in", "method": "GET", "uri": "/logged?q=1", "status": 201.0, "pool": "p", "backend": "b1", "proto": proto, "termination": "--"} {
+			if e[k] != want {
+				t.Errorf("%s line: %s = %v, want %v", proto, k, e[k], want)
+			}
+		}
+		var ks []string
+		for k := range e {
+			ks = append(ks, k)
+		}
+		slices.Sort(ks)
+		if keys != nil && !slices.Equal(ks, keys) {
+			t.Errorf("HTTP/1.1 line keys %v, HTTP/2 line keys %v", ks, keys)
+		}
+		keys = ks
 	}
 }
 
-type writerFunc func([]byte) (int, error)
-
-func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
-
 // bothBackendProtocols runs test once with h2c backends and once with HTTP/1.1 ones (which go
-// through the HTTP/1 plane's connection pools, see httpproxy.Upstream1): the rules are the same.
+// through the HTTP/1 engine's connection pools, see httpcore.Bridge): the rules are the same.
 func bothBackendProtocols(t *testing.T, test func(t *testing.T, protocol string)) {
 	for _, protocol := range []string{"h2c", "http1"} {
 		t.Run(protocol, func(t *testing.T) { test(t, protocol) })

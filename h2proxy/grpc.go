@@ -9,10 +9,30 @@ import (
 
 // gRPC status codes Ballast answers with (google.golang.org/grpc/codes).
 const (
-	grpcDeadlineExceeded = "4"
-	grpcUnimplemented    = "12"
-	grpcUnavailable      = "14"
+	grpcInvalidArgument   = "3"
+	grpcDeadlineExceeded  = "4"
+	grpcPermissionDenied  = "7"
+	grpcResourceExhausted = "8"
+	grpcUnimplemented     = "12"
+	grpcUnavailable       = "14"
 )
+
+// grpcCode is the gRPC status of an answer Ballast gives itself with this HTTP status.
+func grpcCode(status int) string {
+	switch status {
+	case 404, 405:
+		return grpcUnimplemented
+	case 408, 504:
+		return grpcDeadlineExceeded
+	case 403:
+		return grpcPermissionDenied
+	case 413, 429, 431:
+		return grpcResourceExhausted
+	case 400, 505:
+		return grpcInvalidArgument
+	}
+	return grpcUnavailable
+}
 
 // isGRPC reports a gRPC request: content-type application/grpc, alone or with a subtype.
 func isGRPC(r *http.Request) bool {

@@ -38,9 +38,9 @@ routes:
 	tests := []struct {
 		path, timeout, status, msgPart string
 	}{
-		{"/dead.Svc/M", "", "14", "backend failed"},
+		{"/dead.Svc/M", "", "14", "backend connect failed"},
 		{"/none.Svc/M", "", "12", "no route"},
-		{"/slow.Svc/M", "200m", "4", "timed out"},
+		{"/slow.Svc/M", "200m", "4", "response timeout"},
 	}
 	for _, tt := range tests {
 		req, _ := http.NewRequest("POST", base+tt.path, strings.NewReader("\x00\x00\x00\x00\x00"))

@@ -6,15 +6,16 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/valyala/fasthttp"
-
+	"ballast/accesslog"
 	"ballast/balance"
-	"ballast/httpproxy"
+	"ballast/httpcore"
 	"ballast/upstream"
 )
 
@@ -22,125 +23,181 @@ import (
 // timeouts.response.
 var errResponseTimeout = errors.New("no response headers within timeouts.response")
 
-// errNoTransport: the backend's transport could not be built (see attachTransports).
-var errNoTransport = errors.New("backend transport not available")
+// errBodyTooLarge ends a request body of unknown length that goes past max_body_bytes.
+var errBodyTooLarge = errors.New("request body larger than max_body_bytes")
 
-// ServeHTTP proxies one stream.
+// ServeHTTP proxies one stream through the HTTP core: the same steps, in the same order, as
+// an HTTP/1 request (see package httpcore). The steps before the first attempt run in their
+// own frame (begin), so the deep call chain of an attempt starts on a small stack: a stream's
+// goroutine that outgrew its first stack would copy it on every request.
 func (cs *connState) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	p := cs.proxy
-	st := p.state.Load()
-	grpc := isGRPC(r)
-	e := &exchange{cs: cs, st: st, w: w, r: r, grpc: grpc, start: time.Now()}
-	if r.Method == http.MethodConnect {
-		w.Header().Set("Allow", "GET, HEAD, POST, PUT, DELETE, OPTIONS, PATCH, TRACE")
-		e.answer(http.StatusMethodNotAllowed, grpcUnimplemented, "CONNECT is not proxied")
+	e, key := cs.begin(w, r)
+	if e == nil {
 		return
 	}
-	route, ok := st.routes.Match(cs.listener, []byte(r.Host), []byte(r.URL.Path))
-	if !ok {
-		e.answer(http.StatusNotFound, grpcUnimplemented, "no route")
+	if e.cancel != nil {
+		defer e.cancel()
+	}
+	if e.pool.HedgeDelay > 0 && e.body.r == nil && httpcore.Idempotent(e.req.Method()) {
+		e.hedged(key) // its attempts may outlive it: e is not pooled
 		return
 	}
-	e.route = route
-	route.CountRequest()
+	e.forward(key)
+	e.put()
+}
 
-	ctx := r.Context()
-	if grpc {
+// begin runs the core's steps up to the pool's key; nil when the stream is answered.
+//
+//go:noinline
+func (cs *connState) begin(w http.ResponseWriter, r *http.Request) (*exchange, uint64) {
+	t := cs.proxy.core.Table()
+	l := t.Listener(cs.listener)
+	if l == nil {
+		w.WriteHeader(http.StatusServiceUnavailable) // the listener went away in a reload
+		return nil, 0
+	}
+	e := exchangePool.Get().(*exchange)
+	e.cs, e.w, e.r, e.grpc, e.start = cs, w, r, isGRPC(r), time.Now()
+	e.req.init(r, cs.local)
+	cx := &e.core
+	cx.Begin(t, l, &e.req, httpcore.Conn{Peer: cs.client, TLS: cs.tls, HTTP2: true})
+	if r.Method == http.MethodConnect {
+		cx.RefuseMethod()
+		e.reply(nil)
+		e.put()
+		return nil, 0
+	}
+	if cx.Route(&e.req) == nil || !cx.Admit(&e.req) {
+		e.reply(nil)
+		e.put()
+		return nil, 0
+	}
+	var sc httpcore.Scan
+	scanHeader(&sc, e.req.out)
+	cx.Prepare(&e.req, &sc, false)
+	e.pool = cx.Pool()
+	e.body = &replayBody{}
+	if r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0 {
+		e.body.r = r.Body
+		if max := cx.BodyLimit(); max > 0 && r.ContentLength < 0 {
+			e.body.left, e.body.limited = max, true
+		}
+	}
+	e.pool.CountRequest()
+	key := e.pool.Key(&e.req, cx.Client())
+	e.ctx = r.Context()
+	if e.grpc {
 		if d, ok := grpcTimeout(r.Header.Get("Grpc-Timeout")); ok {
-			var cancel context.CancelFunc
-			ctx, cancel = context.WithTimeout(ctx, d)
-			defer cancel()
+			e.ctx, e.cancel = context.WithTimeout(e.ctx, d)
 			e.deadline = true
 		}
 	}
-	e.ctx = ctx
-	e.forward(route.Key(r, cs.client))
+	return e, key
+}
+
+var exchangePool = sync.Pool{New: func() any { return new(exchange) }}
+
+// put hands e back once nothing refers to it (not after hedging, whose losers may still run).
+func (e *exchange) put() {
+	cx := e.core
+	cx.Reset()
+	*e = exchange{core: cx}
+	exchangePool.Put(e)
 }
 
 // exchange is one stream's state.
 type exchange struct {
 	cs       *connState
-	st       *state
 	w        http.ResponseWriter
 	r        *http.Request
 	ctx      context.Context
-	route    httpproxy.Route
+	cancel   context.CancelFunc // of a grpc-timeout's ctx
+	core     httpcore.Exchange
+	req      h2Req
+	resp     h2Resp
+	counted  countingBody
+	pool     *httpcore.Pool
+	body     *replayBody
 	grpc     bool
 	deadline bool // ctx carries the client's grpc-timeout
 	start    time.Time
 	ttfb     time.Duration
-	status   int
-	backend  string
-	lastErr  error // of the last attempt that may be retried
 }
 
 // forward runs attempts one after the other: the first, then retries on other backends.
 func (e *exchange) forward(key uint64) {
-	pool := e.route.Upstream()
-	body := &replayBody{}
-	if e.r.Body != nil && e.r.Body != http.NoBody && e.r.ContentLength != 0 {
-		body.r = e.r.Body
-	}
-	if e.route.HedgeDelay() > 0 && body.r == nil && httpproxy.Idempotent(e.r.Method) {
-		e.hedged(key)
-		return
-	}
+	p := e.pool
+	cx := &e.core
+	idem := httpcore.Idempotent(e.req.Method())
 	var tried balance.Tried
+	var last *httpcore.Outcome
+	var lastB *upstream.Backend
 	for try := 1; ; try++ {
-		b, err := pool.Acquire(key, tried)
-		if err != nil && e.lastErr != nil {
-			e.answer(http.StatusBadGateway, grpcUnavailable, "backend failed: "+e.lastErr.Error())
-			return
-		}
+		b, err := p.Acquire(&e.req, key, tried)
 		if err != nil {
-			e.acquireError(err)
+			if last != nil { // a retry found no other backend: the last failure answers
+				e.fail(last, lastB)
+				return
+			}
+			cx.AcquireFailed(err)
+			e.reply(&httpcore.Done{Pool: p})
 			return
 		}
-		e.backend = b.ID
-		retry, done := e.attempt(b, body)
-		if done {
+		if try > 1 {
+			cx.Retried(p)
+		}
+		o := e.attempt(b)
+		if o == nil {
+			return // answered
+		}
+		if o.Failure == httpcore.Connect {
+			p.Upstream.Unreachable(b)
+		}
+		last, lastB = o, b
+		if o.Failure == httpcore.ClientGone || o.Failure == httpcore.Timeout {
+			e.fail(o, b)
 			return
 		}
-		if !retry {
-			return
-		}
-		if try < e.route.Attempts() && e.route.SpendRetry() {
-			httpproxy.MarkTried(&tried, b)
+		if try < p.Attempts && p.Retryable(o, idem, !e.body.touched.Load()) && p.SpendRetry() {
+			httpcore.MarkTried(&tried, b)
 			continue
 		}
-		e.answer(http.StatusBadGateway, grpcUnavailable, "backend failed: "+e.lastErr.Error())
-		e.log(e.lastErr)
+		e.fail(o, b)
 		return
 	}
 }
 
-// attempt tries the request on b. done: the stream is answered (or the client is gone).
-// retry: it failed in a way another backend may be tried for, and nothing was answered.
-func (e *exchange) attempt(b *upstream.Backend, body *replayBody) (retry, done bool) {
-	pool := e.route.Upstream()
+// attempt tries the request on b. It returns nil when the stream was answered (a response
+// relayed), else what went wrong, the backend's slot already released.
+func (e *exchange) attempt(b *upstream.Backend) *httpcore.Outcome {
 	s := stateOf(b)
 	var t *transport
 	if s != nil {
 		t = s.t.Load()
 	}
 	if t == nil {
-		pool.Release(b, 0, true)
-		httpproxy.CountStatus(b, 0)
-		e.answer(http.StatusBadGateway, grpcUnavailable, "backend transport not available")
-		return false, true
+		e.pool.Release(b, 0, 0, true)
+		return &httpcore.Outcome{Failure: httpcore.NoTransport}
 	}
-	if t.http1 && body.r == nil && !e.deadline {
-		if u := e.route.Upstream1(b); u != nil {
+	if t.http1 && e.body.r == nil && !e.deadline && e.cs.proxy.bridge != nil {
+		if u := e.cs.proxy.bridge.Upstream1(e.pool, b); u != nil {
 			return e.attempt1(b, u)
 		}
 	}
+	return e.attemptTransport(b, t)
+}
+
+// attemptTransport is attempt through the backend's http.Transport or http2.Transport.
+//
+//go:noinline
+func (e *exchange) attemptTransport(b *upstream.Backend, t *transport) *httpcore.Outcome {
 	actx, cancel := context.WithCancelCause(e.ctx)
 	defer cancel(nil)
 	var timer *time.Timer
 	if !e.deadline {
-		timer = time.AfterFunc(e.route.ResponseTimeout(), func() { cancel(errResponseTimeout) })
+		timer = time.AfterFunc(e.pool.ResponseTimeout, func() { cancel(errResponseTimeout) })
 	}
-	out := e.outgoing(actx, b, t, body)
+	out := e.outgoing(actx, b, t)
 	start := time.Now()
 	resp, err := t.rt.RoundTrip(out)
 	if timer != nil {
@@ -148,27 +205,59 @@ func (e *exchange) attempt(b *upstream.Backend, body *replayBody) (retry, done b
 	}
 	e.ttfb = time.Since(start)
 	if err != nil {
-		return e.failed(b, err, actx, body)
+		o := e.classify(err, actx)
+		e.pool.Release(b, time.Since(e.start), 0, e.pool.BackendFailure(o))
+		return o
 	}
-	e.deliver(b, resp)
-	return false, true
+	h := e.w.Header()
+	for k, vv := range resp.Header {
+		h[k] = vv
+	}
+	e.deliver(b, resp.StatusCode, resp.ContentLength, resp.Body, &resp.Trailer) // filled at the body's end
+	return nil
+}
+
+// classify says what an attempt through http.Transport that got no response met. Whether
+// any of the request reached the backend is not known, so it counts as sent.
+func (e *exchange) classify(err error, actx context.Context) *httpcore.Outcome {
+	o := &httpcore.Outcome{Failure: httpcore.Closed, Err: err, Sent: true}
+	switch {
+	case e.r.Context().Err() != nil:
+		o.Failure = httpcore.ClientGone
+	case errors.Is(context.Cause(actx), errResponseTimeout) || e.deadlinePassed():
+		o.Failure = httpcore.Timeout
+	case errors.Is(err, errBodyTooLarge):
+		o.Failure = httpcore.BodyTooLarge
+	case e.body.err != nil:
+		o.Failure = httpcore.ClientFailed
+	case isConnectError(err):
+		o.Failure, o.Sent = httpcore.Connect, false
+	}
+	return o
 }
 
 // attempt1 is attempt for a request without a body to an HTTP/1.1 backend: it goes through
-// the HTTP/1 plane's pooled backend connections (httpproxy.Upstream1), which costs neither
+// the HTTP/1 engine's pooled backend connections (httpcore.Bridge), which costs neither
 // goroutines nor the per-request state of http.Transport. Its read deadline is
 // timeouts.response, so a request with a grpc-timeout of its own takes the other path.
-func (e *exchange) attempt1(b *upstream.Backend, u *httpproxy.Upstream1) (retry, done bool) {
+func (e *exchange) attempt1(b *upstream.Backend, u httpcore.Upstream1) *httpcore.Outcome {
 	defer u.Release()
-	e.request1(u.Request(), b)
+	e.fill1(u, b)
 	u.Watch(e.ctx)
-	if err := u.RoundTrip(); err != nil {
+	o := u.RoundTrip()
+	if o.Failure != httpcore.OK {
 		e.ttfb = time.Since(e.start)
-		return e.failed1(b, err)
+		if e.r.Context().Err() != nil {
+			o.Failure = httpcore.ClientGone
+		} else if e.deadlinePassed() {
+			o.Failure = httpcore.Timeout
+		}
+		e.pool.Release(b, time.Since(e.start), 0, e.pool.BackendFailure(&o))
+		return &o
 	}
 	e.ttfb = u.TTFB()
-	copyHeader1(e.w.Header(), u.Header())
-	status, cl := u.Status(), int64(u.Header().ContentLength())
+	copyHeader1(e.w.Header(), u.ResponseFields())
+	status, cl := u.Status(), u.ContentLength()
 	var body io.ReadCloser = http.NoBody
 	switch {
 	case e.r.Method == http.MethodHead || status < 200 || status == http.StatusNoContent || status == http.StatusNotModified:
@@ -177,44 +266,33 @@ func (e *exchange) attempt1(b *upstream.Backend, u *httpproxy.Upstream1) (retry,
 		body = u.Body()
 		cl = max(cl, -1)
 	}
-	e.relay(b, status, cl, body, nil)
-	return false, true
+	e.deliver(b, status, cl, body, nil)
+	return nil
 }
 
-// request1 fills the HTTP/1.1 request to b like outgoing fills an http.Request: the same
-// method, target (as http.Transport would write it), Host and header fields.
-func (e *exchange) request1(req *fasthttp.Request, b *upstream.Backend) {
-	r := e.r
-	h := &req.Header
-	h.SetMethod(r.Method)
-	h.SetRequestURI(r.URL.RequestURI())
-	host := r.Host
-	if host == "" {
-		host = b.Address
+// request1 is the part of an Upstream1 fill1 writes.
+type request1 interface {
+	SetLine(method, target, host []byte)
+	Header() httpcore.Header
+}
+
+// fill1 writes the HTTP/1.1 request to b as the core prepared it: the same method, target,
+// Host and fields as an http.Transport request gets.
+func (e *exchange) fill1(u request1, b *upstream.Backend) {
+	host := e.req.Host()
+	if len(host) == 0 {
+		host = s2b(b.Address)
 	}
-	h.SetHost(host)
-	e.endToEnd(func(k string, vv []string) {
-		for _, v := range vv {
-			h.Add(k, v)
+	u.SetLine(e.req.Method(), e.req.Target(), host)
+	h := u.Header()
+	for k, vv := range e.req.out {
+		if k == "Host" || k == "Content-Length" || k == "User-Agent" && len(vv) == 1 && vv[0] == "" {
+			continue
 		}
-	})
-	e.forwarded(func(k, v string) { h.Set(k, v) })
-}
-
-// failed1 is failed for attempt1, whose request has no body to replay.
-func (e *exchange) failed1(b *upstream.Backend, ue *httpproxy.UpstreamError) (retry, done bool) {
-	clientGone := e.r.Context().Err() != nil
-	timedOut := ue.Timeout() || e.deadlinePassed()
-	return e.noResponse(b, ue, clientGone, timedOut, !clientGone && ue.Failure(), ue.Connect(), true)
-}
-
-// failed handles an attempt through http.Transport that got no response headers.
-func (e *exchange) failed(b *upstream.Backend, err error, actx context.Context, body *replayBody) (retry, done bool) {
-	clientGone := e.r.Context().Err() != nil
-	responseTimeout := errors.Is(context.Cause(actx), errResponseTimeout)
-	timedOut := responseTimeout || e.deadlinePassed()
-	failure := !clientGone && !timedOut || responseTimeout
-	return e.noResponse(b, err, clientGone, timedOut, failure, isConnectError(err), !body.touched.Load())
+		for _, v := range vv {
+			h.Add(s2b(k), s2b(v))
+		}
+	}
 }
 
 // deadlinePassed reports that the request's own deadline (grpc-timeout) ended it.
@@ -222,55 +300,50 @@ func (e *exchange) deadlinePassed() bool {
 	return e.deadline && errors.Is(e.ctx.Err(), context.DeadlineExceeded)
 }
 
-// noResponse ends or retries an attempt that got no response headers: the backend's slot is
-// released (failure: it counts for outlier detection); a client that went away gets its stream
-// reset, a timeout a 504; otherwise the request is tried on another backend when that is safe
-// (nothing reached the backend, or an idempotent method) and its body, if any, can still be
-// sent again (replayable), else the client gets a 502.
-func (e *exchange) noResponse(b *upstream.Backend, err error, clientGone, timedOut, failure, connect, replayable bool) (retry, done bool) {
-	httpproxy.CountStatus(b, 0)
-	e.route.Upstream().Release(b, time.Since(e.start), failure)
-	switch {
-	case clientGone:
+// fail answers a stream whose last attempt failed with o; a client that left gets no answer,
+// only its log line (499).
+func (e *exchange) fail(o *httpcore.Outcome, b *upstream.Backend) {
+	cx := &e.core
+	cx.Fail(o)
+	d := &httpcore.Done{Pool: e.pool, Backend: b, BytesIn: e.body.n.Load()}
+	if o.Failure == httpcore.ClientGone {
 		e.cs.clientReset()
-		return false, true
-	case timedOut:
-		e.answer(http.StatusGatewayTimeout, grpcDeadlineExceeded, "backend timed out")
-		e.log(err)
-		return false, true
+		d.Status, d.Term = cx.Reply.Status, cx.Reply.Term
+		cx.Log(&e.req, d)
+		return
 	}
-	if connect {
-		e.route.Upstream().Unreachable(b)
+	id := ""
+	if b != nil {
+		id = b.ID
 	}
-	if replayable && (connect || httpproxy.Idempotent(e.r.Method)) {
-		e.lastErr = err
-		return true, false
-	}
-	e.answer(http.StatusBadGateway, grpcUnavailable, "backend failed: "+err.Error())
-	e.log(err)
-	return false, true
+	e.cs.proxy.logger.Warn("request failed", "pool", e.pool.Name, "backend", id, "proto", e.r.Proto, "reason", o.Failure.String(), "err", o.Err)
+	e.reply(d)
 }
 
-func (e *exchange) log(err error) {
-	e.cs.proxy.logger.Warn("request failed", "pool", e.route.Pool(), "backend", e.backend, "proto", e.r.Proto, "err", err)
-}
-
-// outgoing builds the backend request: same method, target, headers (less hop-by-hop ones,
-// plus the forwarding headers) and body.
-func (e *exchange) outgoing(ctx context.Context, b *upstream.Backend, t *transport, body *replayBody) *http.Request {
+// outgoing builds the backend request: same method, target and the fields the core prepared,
+// and the body.
+func (e *exchange) outgoing(ctx context.Context, b *upstream.Backend, t *transport) *http.Request {
 	r := e.r
-	out := r.WithContext(ctx) // shallow: the header map is replaced below
+	out := r.WithContext(ctx) // shallow: URL and header are replaced below
 	u := *r.URL
 	u.Scheme, u.Host = t.scheme, b.Address
+	u.Opaque, u.RawQuery, u.ForceQuery = "", "", false
+	path, query, _ := strings.Cut(string(e.req.target), "?")
+	u.Path, u.RawPath = path, path
+	if unescaped, err := url.PathUnescape(path); err == nil {
+		u.Path = unescaped
+	}
+	u.RawQuery = query
 	out.URL = &u
 	out.RequestURI = ""
 	out.Host = r.Host
-	out.Header = make(http.Header, len(r.Header)+3)
-	e.endToEnd(func(k string, vv []string) { out.Header[k] = vv })
-	e.forwarded(func(k, v string) { out.Header[k] = []string{v} })
+	if _, ok := e.req.out["User-Agent"]; !ok {
+		e.req.out["User-Agent"] = []string{""} // none, as the client sent none (Go would add its own)
+	}
+	out.Header = e.req.out
 	out.Close = false
-	if body.r != nil {
-		out.Body = body
+	if e.body.r != nil {
+		out.Body = e.body
 		out.ContentLength = r.ContentLength
 	} else {
 		out.Body = nil
@@ -280,62 +353,32 @@ func (e *exchange) outgoing(ctx context.Context, b *upstream.Backend, t *transpo
 	return out
 }
 
-// endToEnd passes add the request's header fields that the backend gets as the client sent
-// them: all but the hop-by-hop ones (except "TE: trailers", which gRPC servers want and the one
-// TE value HTTP/2 allows) and the forwarding headers, which forwarded sets afresh.
-func (e *exchange) endToEnd(add func(k string, vv []string)) {
-	for k, vv := range e.r.Header {
-		switch {
-		case hopByHop(k):
-			if k == "Te" && len(vv) == 1 && strings.EqualFold(vv[0], "trailers") {
-				add(k, vv)
-			}
-		case k == "X-Forwarded-For" || k == "X-Forwarded-Proto" || k == "X-Forwarded-Host":
-		default:
-			add(k, vv)
-		}
-	}
-}
-
-// forwarded sets the forwarding headers of the backend request through set: X-Forwarded-For
-// (the client appended to what it sent), X-Forwarded-Proto and X-Forwarded-Host.
-func (e *exchange) forwarded(set func(k, v string)) {
-	r := e.r
-	client := e.cs.clientIP
-	if prior := r.Header["X-Forwarded-For"]; len(prior) > 0 {
-		client = strings.Join(prior, ", ") + ", " + client
-	}
-	set("X-Forwarded-For", client)
-	proto := "http"
-	if e.cs.tls {
-		proto = "https"
-	}
-	set("X-Forwarded-Proto", proto)
-	set("X-Forwarded-Host", r.Host)
-}
-
-// deliver relays the response: headers, the body flushed as it comes, then trailers. The
-// backend's slot is released when the body is done.
-func (e *exchange) deliver(b *upstream.Backend, resp *http.Response) {
-	h := e.w.Header()
-	for k, vv := range resp.Header {
-		if !hopByHop(k) {
-			h[k] = vv
-		}
-	}
-	e.relay(b, resp.StatusCode, resp.ContentLength, resp.Body, &resp.Trailer) // filled at the body's end
-}
-
-// relay sends the response whose header fields are already in e.w.Header(): the status, the
-// body (of length cl, -1 when unknown) flushed as it comes, then the trailers that *trailer
-// holds once the body is read (nil: none). The backend's slot is released when the body is done.
-func (e *exchange) relay(b *upstream.Backend, status int, cl int64, body io.ReadCloser, trailer *http.Header) {
+// deliver relays a response whose fields are already in the ResponseWriter's (all of the
+// backend's: the hop-by-hop ones go here): the core's response side, the status, the body (of
+// length cl, -1 when unknown) flushed as it comes, then the trailers *trailer holds once the
+// body is read (nil: none). The backend's slot is released when the body is done.
+func (e *exchange) deliver(b *upstream.Backend, status int, cl int64, body io.ReadCloser, trailer *http.Header) {
 	w := e.w
 	h := w.Header()
-	if e.st.routes.ExposeBackend(e.cs.listener) {
-		h.Set("X-Ballast-Backend", b.ID)
+	var sc httpcore.Scan
+	scanHeader(&sc, h)
+	e.resp = h2Resp{h: h, status: status, cl: cl}
+	e.core.StripHopByHop(&e.resp, &sc, false, false)
+	for k := range h {
+		if connectionField(k) { // what the core leaves to the engines (framing), HTTP/2 forbids
+			delete(h, k)
+		}
 	}
-	e.status = status
+	e.counted = countingBody{ReadCloser: body} // bytes_out: as the backend sent them
+	counted := &e.counted
+	body = counted
+	if enc := e.core.Respond(&e.req, &e.resp, b); enc != httpcore.EncNone {
+		var z httpcore.Compressor
+		z.Init(body, enc)
+		body, cl = &z, -1
+		h.Del("Content-Length")
+	}
+	noDefaults(h)
 	w.WriteHeader(status)
 	if cl < 0 && body != http.NoBody {
 		// A body of unknown length may come slowly (a stream): the client gets the headers
@@ -346,17 +389,23 @@ func (e *exchange) relay(b *upstream.Backend, status int, cl int64, body io.Read
 	}
 	// A body of known length is written as it comes and flushed once, when the handler
 	// returns (headers and data in one write); streams are flushed at every read.
-	broken := copyBody(w, body, e.grpc || cl < 0)
+	_, broken := copyBody(w, body, e.grpc || cl < 0)
 	_ = body.Close()
-	failure := broken != nil || (e.route.Include5xx() && status >= 500)
+	clientGone := e.r.Context().Err() != nil
+	failure := broken != nil && !clientGone || e.pool.Include5xx && status >= 500
 	code := status
 	if broken != nil {
 		code = 0
 	}
-	httpproxy.CountStatus(b, code)
-	clientGone := e.r.Context().Err() != nil
-	e.route.Upstream().Release(b, e.ttfb, failure && !clientGone)
-	e.access()
+	e.pool.Release(b, e.ttfb, code, failure)
+	d := &httpcore.Done{Status: status, BytesIn: e.body.n.Load(), BytesOut: counted.n, Pool: e.pool, Backend: b, Upstream: e.ttfb}
+	if broken != nil {
+		d.Term = accesslog.TermServerData
+		if clientGone {
+			d.Term = accesslog.TermClientData
+		}
+	}
+	e.core.Log(&e.req, d)
 	if broken != nil {
 		if clientGone {
 			e.cs.clientReset()
@@ -365,7 +414,7 @@ func (e *exchange) relay(b *upstream.Backend, status int, cl int64, body io.Read
 		if e.grpc {
 			// The stream ends with a gRPC status instead of a reset: the client sees why.
 			code := grpcUnavailable
-			if e.deadline && errors.Is(e.ctx.Err(), context.DeadlineExceeded) {
+			if e.deadlinePassed() {
 				code = grpcDeadlineExceeded
 			}
 			h.Set(http.TrailerPrefix+"Grpc-Status", code)
@@ -385,9 +434,9 @@ func (e *exchange) relay(b *upstream.Backend, status int, cl int64, body io.Read
 var bufPool = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
 
 // copyBody copies a response body to the client, flushing each read when flush is set, and
-// returns the backend's read error (nil at EOF). A failed client write ends the copy too and
-// returns the write error: the client is gone.
-func copyBody(w http.ResponseWriter, r io.Reader, flush bool) error {
+// returns the bytes written and the backend's read error (nil at EOF). A failed client write
+// ends the copy too and returns the write error: the client is gone.
+func copyBody(w http.ResponseWriter, r io.Reader, flush bool) (int64, error) {
 	bp := bufPool.Get().(*[]byte)
 	defer bufPool.Put(bp)
 	buf := *bp
@@ -395,93 +444,130 @@ func copyBody(w http.ResponseWriter, r io.Reader, flush bool) error {
 	if flush {
 		fl, _ = w.(http.Flusher)
 	}
+	var total int64
 	for {
 		n, err := r.Read(buf)
 		if n > 0 {
 			if _, werr := w.Write(buf[:n]); werr != nil {
-				return werr
+				return total, werr
 			}
+			total += int64(n)
 			if fl != nil {
 				fl.Flush()
 			}
 		}
 		if err == io.EOF {
-			return nil
+			return total, nil
 		}
 		if err != nil {
-			return err
+			return total, err
 		}
 	}
 }
 
-// answer replies to a stream Ballast could not proxy: a plain-text status for HTTP, a
-// trailers-only gRPC status for gRPC.
-func (e *exchange) answer(status int, grpcCode, msg string) {
+// reply renders Ballast's own answer (the core's Reply) and logs the stream: a plain answer
+// for HTTP, a trailers-only gRPC status for gRPC. d adds the pool and backend; nil for none.
+func (e *exchange) reply(d *httpcore.Done) {
+	rp := &e.core.Reply
 	h := e.w.Header()
 	if e.grpc {
 		h.Set("Content-Type", "application/grpc")
-		h.Set("Grpc-Status", grpcCode)
-		h.Set("Grpc-Message", grpcMessage("ballast: "+msg))
-		e.status = http.StatusOK
+		h.Set("Grpc-Status", grpcCode(rp.Status))
+		h.Set("Grpc-Message", grpcMessage(strings.TrimSpace(string(rp.Body))))
 		e.w.WriteHeader(http.StatusOK)
 	} else {
-		h.Set("Content-Type", "text/plain; charset=utf-8")
-		e.status = status
-		e.w.WriteHeader(status)
-		_, _ = io.WriteString(e.w, "ballast: "+msg+"\n")
+		if len(rp.ContentType) > 0 {
+			h.Set("Content-Type", string(rp.ContentType))
+		}
+		if len(rp.Location) > 0 {
+			h.Set("Location", string(rp.Location))
+		}
+		if len(rp.RetryAfter) > 0 {
+			h.Set("Retry-After", string(rp.RetryAfter))
+		}
+		if len(rp.Allow) > 0 {
+			h.Set("Allow", string(rp.Allow))
+		}
+		h.Set("Content-Length", strconv.Itoa(len(rp.Body)))
+		noDefaults(h)
+		e.w.WriteHeader(rp.Status)
+		_, _ = e.w.Write(rp.Body)
 	}
-	if e.route != (httpproxy.Route{}) {
-		e.access()
+	var done httpcore.Done
+	if d != nil {
+		done = *d
 	}
+	done.Status, done.Term = rp.Status, rp.Term
+	if e.grpc {
+		done.Status = http.StatusOK
+	}
+	e.core.Log(&e.req, &done)
 }
 
-// acquireError answers a stream the pool could not place.
-func (e *exchange) acquireError(err error) {
-	switch {
-	case errors.Is(err, upstream.ErrQueueFull):
-		e.w.Header().Set("Retry-After", "1")
-		e.answer(http.StatusServiceUnavailable, grpcUnavailable, "backlog queue full")
-	case errors.Is(err, upstream.ErrQueueTimeout):
-		e.w.Header().Set("Retry-After", "1")
-		e.answer(http.StatusServiceUnavailable, grpcUnavailable, "timed out in the backlog queue")
-	case errors.Is(err, upstream.ErrNoBackend):
-		e.answer(http.StatusServiceUnavailable, grpcUnavailable, "no backend available")
-	default:
-		e.answer(http.StatusServiceUnavailable, grpcUnavailable, err.Error())
-	}
+// countingBody counts what a response body gives.
+type countingBody struct {
+	io.ReadCloser
+	n int64
 }
 
-// access writes the access-log line when logging.access is on.
-func (e *exchange) access() {
-	rt := e.st.routes
-	if !rt.AccessLog() {
-		return
+func (c *countingBody) Read(p []byte) (int, error) {
+	n, err := c.ReadCloser.Read(p)
+	c.n += int64(n)
+	return n, err
+}
+
+// noDefaults keeps net/http from adding what the HTTP/1 engine does not add either: a Date, a
+// Content-Type sniffed from the body. (A nil value is written as nothing.)
+func noDefaults(h http.Header) {
+	for _, k := range [...]string{"Date", "Content-Type"} {
+		if _, ok := h[k]; !ok {
+			h[k] = nil
+		}
 	}
-	rt.LogAccess(e.r.Context(), httpproxy.AccessEntry{
-		Listener: e.cs.listener, Client: e.cs.clientStr, Method: e.r.Method, URI: e.r.RequestURI,
-		Proto: e.r.Proto, Status: e.status, Pool: e.route.Pool(), Backend: e.backend,
-		TTFB: e.ttfb, Duration: time.Since(e.start),
-	})
 }
 
 // replayBody is the client's request body as given to a backend attempt. Close does not
 // close the client's body, so that a retry can use it while nothing was read; touched says
-// whether anything was.
+// whether anything was. A body of unknown length is cut at max_body_bytes (limited).
 type replayBody struct {
 	r       io.ReadCloser
 	touched atomic.Bool
+	n       atomic.Int64
+	limited bool
+	left    int64
+	err     error // the client's body failed (not a limit)
 }
 
 func (b *replayBody) Read(p []byte) (int, error) {
 	b.touched.Store(true)
-	return b.r.Read(p)
+	if b.limited {
+		if b.left <= 0 {
+			var one [1]byte
+			if n, err := b.r.Read(one[:]); n > 0 {
+				return 0, errBodyTooLarge
+			} else {
+				return 0, err
+			}
+		}
+		if int64(len(p)) > b.left {
+			p = p[:b.left]
+		}
+	}
+	n, err := b.r.Read(p)
+	b.left -= int64(n)
+	b.n.Add(int64(n))
+	if err != nil && err != io.EOF {
+		b.err = err
+	}
+	return n, err
 }
 
 func (b *replayBody) Close() error { return nil }
 
-// hopByHop reports the header fields that belong to one connection (RFC 9110 §7.6.1) and
-// that HTTP/2 forbids anyway (RFC 9113 §8.2.2). The keys are canonical.
-func hopByHop(k string) bool {
+// connectionField reports the fields that belong to one connection (RFC 9110 §7.6.1) and
+// that HTTP/2 forbids anyway (RFC 9113 §8.2.2), which a backend's response loses here; the
+// core strips the rest of the hop-by-hop ones. The keys are canonical.
+func connectionField(k string) bool {
 	switch k {
 	case "Connection", "Keep-Alive", "Proxy-Connection", "Transfer-Encoding", "Upgrade", "Te", "Trailer":
 		return true
@@ -495,42 +581,34 @@ func isConnectError(err error) bool {
 	return errors.As(err, &op) && op.Op == "dial"
 }
 
-// copyHeader1 copies the end-to-end fields of a backend's HTTP/1.1 response header into h,
-// with two allocations for all the values: one string holding them all, one slice of them.
-func copyHeader1(h http.Header, src *fasthttp.ResponseHeader) {
-	size, n := 0, 0
-	for k, v := range src.All() {
-		if !hopByHop(headerKey(k)) {
-			size += len(v)
-			n++
-		}
+// copyHeader1 copies the fields of a backend's HTTP/1.1 response into h (deliver drops the
+// hop-by-hop ones), with two allocations for all the values: one string holding them all, one
+// slice of them.
+func copyHeader1(h http.Header, fields []httpcore.Field) {
+	size := 0
+	for _, f := range fields {
+		size += len(f.Value)
 	}
 	var all strings.Builder // no scratch array: a large frame would grow the stream's stack
 	all.Grow(size)
-	for k, v := range src.All() {
-		if !hopByHop(headerKey(k)) {
-			all.Write(v)
-		}
+	for _, f := range fields {
+		all.Write(f.Value)
 	}
-	joined, vals := all.String(), make([]string, n)
-	off, i := 0, 0
-	for k, v := range src.All() {
-		key := headerKey(k)
-		if hopByHop(key) {
-			continue
-		}
-		vals[i] = joined[off : off+len(v)]
-		off += len(v)
+	joined, vals := all.String(), make([]string, len(fields))
+	off := 0
+	for i, f := range fields {
+		key := headerKey(f.Name)
+		vals[i] = joined[off : off+len(f.Value)]
+		off += len(f.Value)
 		if prev := h[key]; len(prev) > 0 {
 			h[key] = append(prev, vals[i])
 		} else {
 			h[key] = vals[i : i+1 : i+1]
 		}
-		i++
 	}
 }
 
-// headerKey is a backend response's header name as an http.Header key. fasthttp has put it in
+// headerKey is a backend response's field name as an http.Header key. fasthttp has put it in
 // canonical form already; the common names come from constants, not a new string each.
 func headerKey(k []byte) string {
 	switch string(k) {

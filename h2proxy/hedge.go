@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"ballast/balance"
-	"ballast/httpproxy"
+	"ballast/httpcore"
 	"ballast/upstream"
 )
 
@@ -14,129 +14,129 @@ import (
 type hedgeResult struct {
 	b      *upstream.Backend
 	resp   *http.Response
-	err    error
+	o      *httpcore.Outcome // nil with a response
 	cancel context.CancelCauseFunc
 	ttfb   time.Duration
 }
 
-// hedged runs an idempotent request without a body like the HTTP/1 plane's hedging: each time
-// hedge.delay passes without response headers, a copy goes to another backend (up to
-// hedge.max_hedges, within the retry budget, never waiting in the backlog); the first response
-// wins, the other attempts are cancelled and released.
+// hedged runs an idempotent request without a body like the HTTP/1 engine's hedging: each
+// time hedge.delay passes without response headers, a copy goes to another backend (up to
+// hedge.max_hedges, within the retry budget, never waiting in the backlog); the first
+// response wins, the other attempts are cancelled and released.
 func (e *exchange) hedged(key uint64) {
-	pool := e.route.Upstream()
-	results := make(chan hedgeResult, 1+e.route.MaxHedges())
+	p := e.pool
+	cx := &e.core
+	results := make(chan hedgeResult, 1+p.MaxHedges+p.Attempts)
 	var tried balance.Tried
 	launch := func(b *upstream.Backend) {
-		httpproxy.MarkTried(&tried, b)
+		httpcore.MarkTried(&tried, b)
 		var t *transport
 		if s := stateOf(b); s != nil {
 			t = s.t.Load()
 		}
 		actx, cancel := context.WithCancelCause(e.ctx)
 		if t == nil {
-			results <- hedgeResult{b: b, err: errNoTransport, cancel: cancel}
+			results <- hedgeResult{b: b, o: &httpcore.Outcome{Failure: httpcore.NoTransport}, cancel: cancel}
 			return
 		}
-		out := e.outgoing(actx, b, t, &replayBody{})
+		out := e.outgoing(actx, b, t)
 		go func() {
 			var timer *time.Timer
 			if !e.deadline {
-				timer = time.AfterFunc(e.route.ResponseTimeout(), func() { cancel(errResponseTimeout) })
+				timer = time.AfterFunc(p.ResponseTimeout, func() { cancel(errResponseTimeout) })
 			}
 			start := time.Now()
 			resp, err := t.rt.RoundTrip(out)
 			if timer != nil {
 				timer.Stop()
 			}
-			if err != nil && context.Cause(actx) == errResponseTimeout {
-				err = errResponseTimeout
+			r := hedgeResult{b: b, resp: resp, cancel: cancel, ttfb: time.Since(start)}
+			if err != nil {
+				r.o = e.classify(err, actx)
 			}
-			results <- hedgeResult{b: b, resp: resp, err: err, cancel: cancel, ttfb: time.Since(start)}
+			results <- r
 		}()
 	}
-	b, err := pool.Acquire(key, tried)
+	b, err := p.Acquire(&e.req, key, tried)
 	if err != nil {
-		e.acquireError(err)
+		cx.AcquireFailed(err)
+		e.reply(&httpcore.Done{Pool: p})
 		return
 	}
 	launch(b)
 	pending, hedges := 1, 0
-	timer := time.NewTimer(e.route.HedgeDelay())
+	timer := time.NewTimer(p.HedgeDelay)
 	defer timer.Stop()
 	var last hedgeResult
 	for pending > 0 {
 		select {
 		case r := <-results:
 			pending--
-			if r.err != nil {
+			if r.o != nil {
 				r.cancel(nil)
-				clientGone := e.r.Context().Err() != nil
-				httpproxy.CountStatus(r.b, 0)
-				pool.Release(r.b, r.ttfb, !clientGone && r.err != context.Canceled)
-				if isConnectError(r.err) {
-					e.route.Upstream().Unreachable(r.b)
+				p.Release(r.b, r.ttfb, 0, r.o.Failure != httpcore.ClientGone && p.BackendFailure(r.o))
+				if r.o.Failure == httpcore.Connect {
+					p.Upstream.Unreachable(r.b)
 				}
 				last = r
-				if pending == 0 && isConnectError(r.err) {
+				if pending == 0 && r.o.Failure == httpcore.Connect {
 					// Nothing was sent: like a retry, another backend may take it.
-					if b, err := pool.TryAcquire(key, tried); err == nil {
-						if e.route.SpendRetry() {
+					if b, err := p.Upstream.TryAcquire(key, tried); err == nil {
+						if p.SpendRetry() {
+							cx.Retried(p)
 							pending++
 							launch(b)
 						} else {
-							httpproxy.CountStatus(b, 0)
-							pool.Release(b, 0, false)
+							p.Release(b, 0, 0, false)
 						}
 					}
 				}
 				continue
 			}
 			// The winner: cancel and release the others as they come back.
-			go drainLosers(pool, results, pending)
-			e.ttfb, e.backend = r.ttfb, r.b.ID
-			e.deliver(r.b, r.resp)
+			go drainLosers(p, results, pending)
+			e.ttfb = r.ttfb
+			h := e.w.Header()
+			for k, vv := range r.resp.Header {
+				h[k] = vv
+			}
+			e.deliver(r.b, r.resp.StatusCode, r.resp.ContentLength, r.resp.Body, &r.resp.Trailer)
 			r.cancel(nil)
 			return
 		case <-timer.C:
-			if hedges >= e.route.MaxHedges() {
+			if hedges >= p.MaxHedges {
 				continue
 			}
-			b, err := pool.TryAcquire(key, tried)
-			if err != nil || !e.route.SpendHedge() {
+			b, err := p.Upstream.TryAcquire(key, tried)
+			if err != nil || !p.SpendHedge() {
 				if err == nil {
-					httpproxy.CountStatus(b, 0)
-					pool.Release(b, 0, false)
+					p.Release(b, 0, 0, false)
 				}
 				continue
 			}
 			hedges++
 			pending++
 			launch(b)
-			timer.Reset(e.route.HedgeDelay())
+			timer.Reset(p.HedgeDelay)
 		}
 	}
-	switch {
-	case e.r.Context().Err() != nil:
-		e.cs.clientReset()
-	case last.err == errResponseTimeout || (e.deadline && e.ctx.Err() != nil):
-		e.answer(http.StatusGatewayTimeout, grpcDeadlineExceeded, "backend timed out")
-	default:
-		e.answer(http.StatusBadGateway, grpcUnavailable, "backend failed: "+last.err.Error())
-		e.log(last.err)
+	if e.r.Context().Err() != nil {
+		last.o.Failure = httpcore.ClientGone
+	} else if e.deadlinePassed() {
+		last.o.Failure = httpcore.Timeout
 	}
+	e.fail(last.o, last.b)
 }
 
 // drainLosers cancels the attempts still running after another one won, and releases their
 // backends (not as failures: they were cut short by Ballast).
-func drainLosers(pool *upstream.Pool, results chan hedgeResult, pending int) {
+func drainLosers(p *httpcore.Pool, results chan hedgeResult, pending int) {
 	for range pending {
 		r := <-results
 		r.cancel(nil)
 		if r.resp != nil {
 			_ = r.resp.Body.Close()
 		}
-		httpproxy.CountStatus(r.b, 0)
-		pool.Release(r.b, r.ttfb, false)
+		p.Release(r.b, r.ttfb, 0, false)
 	}
 }

@@ -7,7 +7,6 @@ import (
 	"context"
 	cryptotls "crypto/tls"
 	"errors"
-	"fmt"
 	"io"
 	"log"
 	"log/slog"
@@ -21,27 +20,21 @@ import (
 	"golang.org/x/net/http2"
 
 	"ballast/config"
-	"ballast/httpproxy"
-	"ballast/upstream"
+	"ballast/httpcore"
 )
 
-// Proxy is the HTTP/2 data plane. Build it with New, install configurations with Swap, hand
-// it connections with ServeConn and stop it with Shutdown.
+// Proxy is the HTTP/2 engine. Build it with New over the instance's httpcore.Core (whose
+// Swap installs configurations), hand it connections with ServeConn and stop it with
+// Shutdown.
 type Proxy struct {
-	state  atomic.Pointer[state]
+	core   *httpcore.Core
+	bridge httpcore.Bridge // the HTTP/1 engine's backend connections; nil: http.Transport only
 	logger *slog.Logger
 
 	mu      sync.Mutex // guards servers and closed; taken per connection, never per stream
 	servers map[string]*listenerServer
 	closed  bool
 	conns   sync.WaitGroup
-}
-
-// state is one installed configuration.
-type state struct {
-	cfg       *config.Config
-	routes    *httpproxy.Proxy
-	listeners map[string]*config.Listener
 }
 
 // listenerServer is the HTTP/2 server of one listener: its limits are the listener's options
@@ -51,35 +44,17 @@ type listenerServer struct {
 	h2s *http2.Server
 }
 
-// New builds an HTTP/2 plane; nil logger discards its logs.
-func New(logger *slog.Logger) *Proxy {
+// New builds the HTTP/2 engine over core: every backend of every pool the core's tables use
+// gets a transport for its pool's protocol and tls (from the next Swap on; a tls that cannot be
+// built refuses the configuration). bridge, when not nil, carries requests without a body to
+// http1 pools over the HTTP/1 engine's keep-alive connections. A nil logger discards its logs.
+func New(core *httpcore.Core, bridge httpcore.Bridge, logger *slog.Logger) *Proxy {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	return &Proxy{logger: logger, servers: map[string]*listenerServer{}}
-}
-
-// Swap installs cfg: routes come from routes (the HTTP/1 plane, already swapped to cfg), and
-// every backend of every pool gets a transport for the pool's protocol and tls. On error the
-// previous configuration stays.
-func (p *Proxy) Swap(cfg *config.Config, pools map[string]*upstream.Pool, routes *httpproxy.Proxy) error {
-	if cfg == nil || routes == nil {
-		return errors.New("h2proxy: Swap needs a configuration and the HTTP/1 plane")
-	}
-	for i := range cfg.Pools {
-		pc := &cfg.Pools[i]
-		if pool := pools[pc.Name]; pool != nil && !cfg.L4Pool(pc.Name) {
-			if err := attachTransports(pc, pool); err != nil {
-				return fmt.Errorf("pool %s: %w", pc.Name, err)
-			}
-		}
-	}
-	st := &state{cfg: cfg, routes: routes, listeners: map[string]*config.Listener{}}
-	for i := range cfg.Listeners {
-		st.listeners[cfg.Listeners[i].Name] = &cfg.Listeners[i]
-	}
-	p.state.Store(st)
-	return nil
+	p := &Proxy{core: core, bridge: bridge, logger: logger, servers: map[string]*listenerServer{}}
+	core.Attach(attachTransports)
+	return p
 }
 
 // server returns the listener's HTTP/2 server, building it on first use, and counts one
@@ -130,10 +105,11 @@ func (p *Proxy) server(l *config.Listener) (*listenerServer, error) {
 // preface, which must still be unread) as the named listener's, until it closes. tls tells
 // X-Forwarded-Proto.
 func (p *Proxy) ServeConn(listener string, c net.Conn, tls bool) {
-	st := p.state.Load()
 	var l *config.Listener
-	if st != nil {
-		l = st.listeners[listener]
+	if t := p.core.Table(); t != nil {
+		if hl := t.Listener(listener); hl != nil {
+			l = hl.Conf
+		}
 	}
 	if l == nil {
 		_ = c.Close()
@@ -151,8 +127,9 @@ func (p *Proxy) ServeConn(listener string, c net.Conn, tls bool) {
 		// that is two system calls per frame. crypto/tls buffers whole records already.
 		wc.r = bufio.NewReaderSize(c, clientReadBuffer)
 	}
-	cs := &connState{proxy: p, listener: listener, conn: wc, tls: tls, client: addrOf(c.RemoteAddr())}
-	cs.clientStr, cs.clientIP = c.RemoteAddr().String(), cs.client.String()
+	wc.r = newSettingsFilter(wc.r) // repeated SETTINGS parameters, which x/net refuses (settings.go)
+	cs := &connState{proxy: p, listener: listener, conn: wc, tls: tls, client: httpcore.ClientAddr(c.RemoteAddr()), local: c.LocalAddr()}
+	cs.clientStr = c.RemoteAddr().String()
 	var served net.Conn = newBatchConn(wc)
 	if tc, ok := c.(*cryptotls.Conn); ok {
 		served = tlsStateConn{served, tc} // x/net checks the TLS version and cipher of h2 (RFC 9113 §9.2)
@@ -186,7 +163,7 @@ type connState struct {
 	conn      *watchConn
 	tls       bool
 	client    netip.Addr
-	clientIP  string // client, for X-Forwarded-For
+	local     net.Addr
 	clientStr string
 
 	resetSec atomic.Int64 // the unix second resets counts
@@ -237,15 +214,6 @@ type tlsStateConn struct {
 }
 
 func (c tlsStateConn) ConnectionState() cryptotls.ConnectionState { return c.tc.ConnectionState() }
-
-func addrOf(a net.Addr) netip.Addr {
-	if t, ok := a.(*net.TCPAddr); ok {
-		ip, _ := netip.AddrFromSlice(t.IP)
-		return ip.Unmap()
-	}
-	ap, _ := netip.ParseAddrPort(a.String())
-	return ap.Addr()
-}
 
 // debugWriter sends the http2 server's log lines (single connections' protocol errors) to
 // the error log at debug level.

@@ -26,7 +26,7 @@ var backendSlot = upstream.NewSlot()
 type backendState struct {
 	t atomic.Pointer[transport]
 	// tls1 is the pool's tls when the backend was first attached: the HTTP/1 plane's
-	// connections to it keep that (see httpproxy.Upstream1). After a reload that changes it,
+	// connections to it keep that (see httpcore.Bridge). After a reload that changes it,
 	// all of the backend's requests take http.Transport, which follows.
 	tls1 tlsKey
 }
@@ -41,7 +41,7 @@ type transport struct {
 	key    transportKey // what it was built from
 	rt     http.RoundTripper
 	scheme string // of the outgoing URL: https for TLS and for h2c (http2.Transport's rule)
-	// http1: requests without a body go through httpproxy.Upstream1 (the HTTP/1 plane's
+	// http1: requests without a body go through the bridge (the HTTP/1 engine's
 	// connections to the backend, with the same tls) instead of rt.
 	http1 bool
 	close func()
@@ -66,7 +66,7 @@ func keyOf(pc *config.Pool) transportKey {
 }
 
 // attachTransports gives every backend of pool (and every one added later) a transport for
-// pc, rebuilding those built for a different protocol or tls.
+// pc, rebuilding those built for a different protocol or tls (httpcore.Attacher).
 func attachTransports(pc *config.Pool, pool *upstream.Pool) error {
 	key := keyOf(pc)
 	// Build once for the backends there now, so a bad CA or client certificate refuses the

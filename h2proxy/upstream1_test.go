@@ -138,7 +138,7 @@ pools: [{name: p, backends: [{address: %s}]}]
 	resp.Body.Close()
 	first, fields := lines(<-rb.heads)
 	wantFields := []string{
-		"Accept-Encoding: identity", "Cookie: a=1; b=2", "Host: " + in, "Te: trailers", "User-Agent: test",
+		"Accept-Encoding: identity", "Cookie: a=1; b=2", `Forwarded: for=127.0.0.1;proto=http;host="` + in + `"`, "Host: " + in, "Te: trailers", "User-Agent: test",
 		"X-Custom: 1", "X-Forwarded-For: 10.0.0.1, 127.0.0.1", "X-Forwarded-Host: " + in, "X-Forwarded-Proto: http",
 	}
 	if first != "GET /a%2Fb/c?x=1&y HTTP/1.1" || !slices.Equal(fields, wantFields) {
@@ -166,7 +166,7 @@ pools: [{name: p, backends: [{address: %s}]}]
 		{"GET", "/interim", 200, "ok", ""},
 		{"HEAD", "/plain", 200, "", "X-Custom: v"},
 		{"POST", "/plain", 200, "hello", ""},
-		{"GET", "/bad", 502, "ballast: backend failed: bad response from backend", ""},
+		{"GET", "/bad", 502, "ballast: bad response from backend", ""},
 	}
 	for _, tt := range tests {
 		req, _ := http.NewRequest(tt.method, "http://"+in+tt.path, nil)

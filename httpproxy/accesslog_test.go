@@ -186,17 +186,3 @@ func TestRequestIDTrust(t *testing.T) {
 		})
 	}
 }
-
-// FuzzTraceID: traceID never panics and accepts only what it can return a 32-hex trace-id of.
-func FuzzTraceID(f *testing.F) {
-	f.Add([]byte("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"))
-	f.Add([]byte("01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-extra"))
-	f.Add([]byte("ff-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"))
-	f.Add([]byte(""))
-	f.Fuzz(func(t *testing.T, v []byte) {
-		id, ok := traceID(v)
-		if ok && (len(id) != 32 || !lowerHex(id) || allZero(id)) {
-			t.Fatalf("traceID(%q) = %q", v, id)
-		}
-	})
-}

@@ -13,12 +13,13 @@ import (
 
 	"github.com/valyala/fasthttp"
 
+	"ballast/httpcore"
 	"ballast/upstream"
 )
 
 // attempt is one try of a request on one backend.
 type attempt struct {
-	ps   *poolState
+	ps   *httpcore.Pool
 	b    *upstream.Backend
 	hc   *fasthttp.HostClient
 	req  *fasthttp.Request
@@ -30,16 +31,15 @@ type attempt struct {
 	br    *bufio.Reader
 	start time.Time
 	ttfb  time.Duration // dispatch to response headers
-	err   error
-	class errClass
 
-	// What the backend may have seen, which decides whether a failure may be retried: reused
-	// says the connection came from the idle pool, wrote that some request byte reached the
-	// socket (so the backend may have received, and acted on, the request).
-	reused bool
-	wrote  bool
+	// o is what happened: the failure, and what the backend may have seen, which decides
+	// whether it may be retried (o.Reused: the connection came from the idle pool; o.Sent:
+	// some request byte reached the socket, so the backend may have received, and acted on,
+	// the request).
+	o httpcore.Outcome
 
-	upload *upload // the request body stream, when streamed
+	upload *upload  // the request body stream, when streamed
+	client net.Conn // the client's connection, watched while the response is awaited; nil: not watched
 
 	// Hedging: the goroutine that runs the attempt and the one that picks the winner race on
 	// state; mu guards conn against a concurrent cancel.
@@ -58,7 +58,7 @@ const (
 )
 
 // reset prepares a for a new try on b.
-func (a *attempt) reset(ps *poolState, b *upstream.Backend, req *fasthttp.Request) {
+func (a *attempt) reset(ps *httpcore.Pool, b *upstream.Backend, req *fasthttp.Request) {
 	a.ps, a.b, a.req = ps, b, req
 	if len(req.Header.Host()) == 0 {
 		// An HTTP/1.0 request may come without Host; fasthttp cannot send one, and HTTP/1.1
@@ -68,8 +68,8 @@ func (a *attempt) reset(ps *poolState, b *upstream.Backend, req *fasthttp.Reques
 	a.out = &a.resp
 	a.hc = stateOf(b).hc
 	a.cc, a.conn, a.br = nil, nil, nil
-	a.err, a.class, a.ttfb = nil, errNone, 0
-	a.reused, a.wrote = false, false
+	a.o, a.ttfb = httpcore.Outcome{}, 0
+	a.client = nil
 	a.cancelled, a.hconn = false, nil
 	a.state.Store(stateRunning)
 }
@@ -81,11 +81,11 @@ func (a *attempt) releaseConn() {
 	if a.cc == nil {
 		return
 	}
-	if dc, ok := a.conn.(*deadlineConn); ok && a.ps.maxRequests > 0 && dc.served >= a.ps.maxRequests {
+	if dc, ok := a.conn.(*deadlineConn); ok && a.ps.MaxRequests > 0 && dc.served >= a.ps.MaxRequests {
 		a.closeConn()
 		return
 	}
-	if a.hc.IdleConnsCount() >= a.ps.maxIdle {
+	if a.hc.IdleConnsCount() >= a.ps.MaxIdle {
 		a.closeConn()
 		return
 	}
@@ -140,21 +140,31 @@ func (a *attempt) cancel() {
 }
 
 // fail records why the attempt failed and returns false.
-func (a *attempt) fail(class errClass, err error) bool {
-	a.class, a.err = class, err
+func (a *attempt) fail(f httpcore.Failure, err error) bool {
+	a.o.Failure, a.o.Err = f, err
 	return false
+}
+
+// release ends a's hold on its backend: the response's status class is counted (0 when there
+// was no response) and the slot goes back to the pool with the outcome for outlier detection.
+func (a *attempt) release(latency time.Duration, failure bool) {
+	code := 0
+	if a.o.Failure == httpcore.OK {
+		code = a.out.StatusCode()
+	}
+	a.ps.Release(a.b, latency, code, failure)
 }
 
 // roundTrip sends a.req to a.b and reads the response headers into a.resp. On success the
 // response body, if any, is left to stream from a.br and the connection stays held.
 func (a *attempt) roundTrip(hedged bool) bool {
 	if a.hc == nil {
-		return a.fail(errBadGateway, errors.New("backend has no transport"))
+		return a.fail(httpcore.NoTransport, errors.New("backend has no transport"))
 	}
 	a.start = time.Now()
 	cc, err := a.hc.AcquireConn(0, false)
 	if err != nil {
-		return a.fail(errConnect, err)
+		return a.fail(httpcore.Connect, err)
 	}
 	a.cc = cc
 	conn := cc.Conn()
@@ -163,17 +173,17 @@ func (a *attempt) roundTrip(hedged bool) bool {
 	}
 	lastUse := cc.LastUseTime()
 	reused := !lastUse.IsZero()
-	a.reused = reused
+	a.o.Reused = reused
 	a.conn = conn
 	dc, _ := conn.(*deadlineConn)
 	if dc != nil {
 		dc.sent = 0
-		if reused && !idempotent(&a.req.Header) && dc.raw.PeerGone() {
+		if reused && !httpcore.Idempotent(a.req.Header.Method()) && dc.raw.PeerGone() {
 			// The backend closed this idle connection: nothing was sent, so the request may
 			// go out on another one whatever its method. Checked only for requests that
 			// could not be replayed once written, since it costs a system call.
 			a.closeConn()
-			return a.fail(errStale, errPeerClosed)
+			return a.fail(httpcore.Stale, errPeerClosed)
 		}
 	}
 	if hedged {
@@ -183,23 +193,34 @@ func (a *attempt) roundTrip(hedged bool) bool {
 		a.mu.Unlock()
 		if cancelled {
 			a.closeConn()
-			return a.fail(errCancelled, nil)
+			return a.fail(httpcore.Cancelled, nil)
 		}
 	}
 
-	rt := a.ps.respTimeout
+	rt := a.ps.ResponseTimeout
+	// A wait for response headers longer than watchSlice is cut in slices, after each of
+	// which the client is checked (awaitResponse): one that left cancels the attempt.
+	wait := rt
+	if a.client != nil && a.upload == nil && rt > watchSlice {
+		wait = watchSlice
+	}
 	if a.upload != nil {
 		// Only a streamed body can block the write for long; small requests fit the socket
 		// buffer, so they skip the deadline (and the timer update it costs).
 		if err = conn.SetWriteDeadline(a.start.Add(rt)); err != nil {
 			a.closeConn()
-			return a.fail(errClosed, err)
+			return a.fail(httpcore.Closed, err)
 		}
 		a.upload.conn = conn
 	}
-	if err = armReadDeadline(conn, a.start, rt); err != nil {
+	if wait < rt {
+		err = armWatchDeadline(conn, a.start, rt)
+	} else {
+		err = armReadDeadline(conn, a.start, rt)
+	}
+	if err != nil {
 		a.closeConn()
-		return a.fail(errClosed, err)
+		return a.fail(httpcore.Closed, err)
 	}
 	bw := acquireWriter(conn)
 	var sending chan error
@@ -219,20 +240,38 @@ func (a *attempt) roundTrip(hedged bool) bool {
 	}
 	if sending == nil {
 		releaseWriter(bw)
-		a.wrote = dc == nil || dc.sent > 0 // without the count, assume the worst
-		if err != nil {
+		a.o.Sent = dc == nil || dc.sent > 0 // without the count, assume the worst
+		if err != nil && !(wait < rt && isTimeout(err)) {
 			a.closeConn()
 			return a.classify(err, reused)
 		}
 	}
 	br := acquireReader(conn)
+	if wait < rt {
+		if err = a.awaitResponse(br, conn, rt); err != nil {
+			releaseReader(br)
+			a.closeConn()
+			if err == errClientGone {
+				return a.fail(httpcore.ClientGone, err)
+			}
+			return a.classify(err, reused)
+		}
+	}
 	out := a.out
 	out.Header.SetNoDefaultContentType(true)
 	err = readResponseHeader(&out.Header, br)
+	if err != nil && wait < rt && sending == nil && isTimeout(err) && time.Since(a.start) < rt {
+		// The head came in pieces past the watch slice's deadline: what arrived of it is
+		// still buffered (the parse consumes nothing until the head is whole), so it is read
+		// again under the whole response timeout.
+		if err = conn.SetReadDeadline(a.start.Add(rt)); err == nil {
+			err = readResponseHeader(&out.Header, br)
+		}
+	}
 	if sending != nil {
 		werr, cut := a.upload.join(sending)
 		releaseWriter(bw)
-		a.wrote = dc == nil || dc.sent > 0
+		a.o.Sent = dc == nil || dc.sent > 0
 		if err == nil && (cut || werr != nil) {
 			// An early answer: the request was not sent whole, so the connection cannot
 			// carry another one. (Connection is hop-by-hop: the client never sees this.)
@@ -249,6 +288,7 @@ func (a *attempt) roundTrip(hedged bool) bool {
 	}
 	a.ttfb = time.Since(a.start)
 	code := out.Header.StatusCode()
+	a.o.Status = code
 	cl := out.Header.ContentLength()
 	switch {
 	case a.req.Header.IsHead() || code < 200 || code == fasthttp.StatusNoContent || code == fasthttp.StatusNotModified:
@@ -262,9 +302,13 @@ func (a *attempt) roundTrip(hedged bool) bool {
 		if err = out.ReadBody(br, 0); err != nil {
 			releaseReader(br)
 			a.closeConn()
-			return a.fail(errBadGateway, err)
+			return a.fail(httpcore.BadGateway, err)
 		}
 	default:
+		if wait < rt {
+			// The deadline was a slice of the response timeout: the body's reads get it whole.
+			_ = conn.SetReadDeadline(time.Now().Add(rt))
+		}
 		if out != &a.resp {
 			out.Header.CopyTo(&a.resp.Header)
 		}
@@ -272,7 +316,7 @@ func (a *attempt) roundTrip(hedged bool) bool {
 		if err = a.resp.ReadBody(br, 0); err != nil {
 			releaseReader(br)
 			a.closeConn()
-			return a.fail(errBadGateway, err)
+			return a.fail(httpcore.BadGateway, err)
 		}
 		a.br = br
 		return true
@@ -320,30 +364,66 @@ func readResponseHeader(h *fasthttp.ResponseHeader, br *bufio.Reader) error {
 // errPeerClosed is the error of a pooled connection found closed before the request was sent.
 var errPeerClosed = errors.New("pooled backend connection closed by the backend")
 
-// classify maps an error of writing the request or reading the response headers to a class.
-// errStale is reserved for a connection that failed before any byte of the request was sent:
-// only then is the request known not to have reached the backend.
+// classify maps an error of writing the request or reading the response headers to a
+// failure. Stale is reserved for a connection that failed before any byte of the request was
+// sent: only then is the request known not to have reached the backend.
 func (a *attempt) classify(err error, reused bool) bool {
 	if a.upload != nil && a.upload.err != nil {
 		if isTimeout(a.upload.err) {
-			return a.fail(errClientTimeout, a.upload.err)
+			return a.fail(httpcore.ClientTimeout, a.upload.err)
 		}
-		return a.fail(errClient, a.upload.err)
+		return a.fail(httpcore.ClientFailed, a.upload.err)
 	}
 	if a.isCancelled() {
-		return a.fail(errCancelled, err)
+		return a.fail(httpcore.Cancelled, err)
 	}
 	switch {
 	case isTimeout(err):
-		return a.fail(errTimeout, err)
+		return a.fail(httpcore.Timeout, err)
 	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, syscall.ECONNRESET),
 		errors.Is(err, syscall.EPIPE), errors.Is(err, net.ErrClosed), errors.Is(err, fasthttp.ErrConnectionClosed):
-		if reused && !a.wrote {
-			return a.fail(errStale, err)
+		if reused && !a.o.Sent {
+			return a.fail(httpcore.Stale, err)
 		}
-		return a.fail(errClosed, err)
+		return a.fail(httpcore.Closed, err)
 	}
-	return a.fail(errBadGateway, err)
+	return a.fail(httpcore.BadGateway, err)
+}
+
+// watchSlice is how long an attempt waits for response headers, at the most, before it
+// checks whether its client is still there (the first wait takes up to twice as long, see
+// armWatchDeadline), and then again each time as long.
+const watchSlice = time.Second
+
+// errClientGone ends the wait of an attempt whose client left.
+var errClientGone = errors.New("client left before the response")
+
+// awaitResponse waits, within the response timeout rt counted from the attempt's start, for
+// the first byte of the response, checking the client every watchSlice: a client that closed
+// its connection (or its sending side) ends the wait with errClientGone, and the attempt is
+// cancelled (its connection closed, its slot freed) instead of holding the backend for rt. The
+// read deadline stays a slice's; a head that straddles it is read again (roundTrip).
+func (a *attempt) awaitResponse(br *bufio.Reader, conn net.Conn, rt time.Duration) error {
+	for {
+		_, err := br.Peek(1)
+		if err == nil {
+			break
+		}
+		if !isTimeout(err) {
+			return err
+		}
+		left := rt - time.Since(a.start)
+		if left <= 0 {
+			return err // the response timeout itself
+		}
+		if clientGone(a.client) {
+			return errClientGone
+		}
+		if err := conn.SetReadDeadline(time.Now().Add(min(watchSlice, left))); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // isTimeout reports whether err is a deadline that passed.

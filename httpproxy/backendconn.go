@@ -94,6 +94,24 @@ func armReadDeadline(c net.Conn, now time.Time, rt time.Duration) error {
 	return dc.Conn.SetReadDeadline(dc.until)
 }
 
+// armWatchDeadline makes the read deadline of c a wake-up between watchSlice/4 and
+// 2×watchSlice after now (never past the response timeout rt), for an attempt whose client is
+// watched while the response is awaited: the client is checked when it fires, and the
+// response timeout is judged on the time elapsed, so the deadline need not be exact and a
+// pooled connection re-arms it about as rarely as with the whole timeout.
+func armWatchDeadline(c net.Conn, now time.Time, rt time.Duration) error {
+	d := min(2*watchSlice, rt)
+	dc, ok := c.(*deadlineConn)
+	if !ok {
+		return c.SetReadDeadline(now.Add(d))
+	}
+	if left := dc.until.Sub(now); !dc.until.IsZero() && left >= watchSlice/4 && left <= d {
+		return nil
+	}
+	dc.until = now.Add(d)
+	return dc.Conn.SetReadDeadline(dc.until)
+}
+
 // SetReadDeadline records an explicit deadline so armReadDeadline knows the current one.
 func (dc *deadlineConn) SetReadDeadline(t time.Time) error {
 	dc.until = t

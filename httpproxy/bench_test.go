@@ -98,7 +98,7 @@ func TestServeForProfile(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg.Listeners[0].Address = ln.Addr().String()
-	px, err := New(cfg, map[string]*upstream.Pool{"prof": pool}, nil)
+	px, err := newEngine(cfg, map[string]*upstream.Pool{"prof": pool}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

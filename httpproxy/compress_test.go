@@ -165,18 +165,3 @@ func TestCompressionStreamsAsItGoes(t *testing.T) {
 		t.Fatalf("rest %q, %v", rest, err)
 	}
 }
-
-// FuzzAcceptsEncoding: never panics; an explicit q=0 for a coding always refuses it.
-func FuzzAcceptsEncoding(f *testing.F) {
-	for _, s := range []string{"gzip, deflate, br", "br;q=0", "*;q=0.1, gzip;q=0", "", ";;,,", "GZIP;Q=0.0"} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, ae string) {
-		for _, name := range []string{"gzip", "br"} {
-			got := acceptsEncoding([]byte(ae), name)
-			if got && strings.HasSuffix(strings.ToLower(ae), ", "+name+";q=0") {
-				t.Fatalf("acceptsEncoding(%q, %s) = true despite a final q=0", ae, name)
-			}
-		}
-	})
-}

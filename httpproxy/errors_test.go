@@ -165,7 +165,7 @@ func TestAccessLogAndSwap(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	px, err := New(cfg, map[string]*upstream.Pool{"p": poolA}, slog.New(slog.NewTextHandler(&buf, nil)))
+	px, err := newEngine(cfg, map[string]*upstream.Pool{"p": poolA}, slog.New(slog.NewTextHandler(&buf, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}

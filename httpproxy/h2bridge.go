@@ -10,21 +10,22 @@ import (
 
 	"github.com/valyala/fasthttp"
 
+	"ballast/httpcore"
 	"ballast/upstream"
 )
 
-// This file lends another plane (package h2proxy) this plane's HTTP/1.1 backend machinery: a
-// backend's pooled fasthttp connections, the request written and the response read by the same
-// attempt code as an HTTP/1 request, with the same deadlines, keep-alive limits and
-// classification of failures. A request costs no goroutine; its state is a pooled Upstream1.
+// This file lends another engine (the HTTP/2 one, through httpcore.Bridge) this engine's
+// HTTP/1.1 backend machinery: a backend's pooled fasthttp connections, the request written and
+// the response read by the same attempt code as an HTTP/1 request, with the same deadlines,
+// keep-alive limits and classification of failures. A request costs no goroutine; its state
+// is a pooled upstream1.
 
-// Upstream1 is one HTTP/1.1 request to one backend on behalf of another plane. Get one with
-// Route.Upstream1, fill Request, Watch the request's context, call RoundTrip, read the
-// response, then Release it. It is used by one goroutine at a time; the cancel that Watch
-// arranges may come from any goroutine.
-type Upstream1 struct {
+// upstream1 is one HTTP/1.1 request to one backend on behalf of another engine.
+type upstream1 struct {
 	a      attempt
 	req    fasthttp.Request
+	fields fieldsMsg
+	rf     []httpcore.Field // the response's fields, for ResponseFields
 	body   upstreamBody
 	buf    bytes.Reader
 	stop   func() bool // undoes Watch
@@ -32,35 +33,42 @@ type Upstream1 struct {
 }
 
 var upstream1Pool = sync.Pool{New: func() any {
-	u := &Upstream1{}
+	u := &upstream1{}
 	u.a.done = make(chan *attempt, 1) // never sent on: it turns on the attempt's cancel lock
 	u.cancel = u.a.cancel
+	u.fields.h = &u.req.Header
 	return u
 }}
 
-// Upstream1 returns an HTTP/1.1 request to b of this route's pool, or nil when b has no
-// HTTP/1.1 client (a backend of a pool this plane does not serve).
-func (r Route) Upstream1(b *upstream.Backend) *Upstream1 {
+// Upstream1 returns an HTTP/1.1 request to b of pool p, nil when b has no HTTP/1.1 client (a
+// backend of a pool this engine does not serve). It makes Proxy an httpcore.Bridge.
+func (p *Proxy) Upstream1(ps *httpcore.Pool, b *upstream.Backend) httpcore.Upstream1 {
 	s := stateOf(b)
 	if s == nil || s.hc == nil {
 		return nil
 	}
-	u := upstream1Pool.Get().(*Upstream1)
-	u.a.ps, u.a.b, u.a.cancelled = r.ps, b, false
+	u := upstream1Pool.Get().(*upstream1)
+	u.a.ps, u.a.b, u.a.cancelled = ps, b, false
 	u.req.Header.SetNoDefaultContentType(true)
 	return u
 }
 
-// Request is the request to fill: method, request target, Host and header fields. The body is
-// empty: requests with a body are not sent this way.
-func (u *Upstream1) Request() *fasthttp.Request { return &u.req }
+func (u *upstream1) SetLine(method, target, host []byte) {
+	h := &u.req.Header
+	h.SetMethodBytes(method)
+	h.SetRequestURIBytes(target)
+	h.SetHostBytes(host)
+}
+
+func (u *upstream1) Header() httpcore.Header { return &u.fields }
 
 // RoundTrip sends the request and reads the response headers. A pooled connection found
 // closed by the backend before any byte of the request reached it, or closed by it as an
 // idempotent request went out (the keep-alive race), is replaced by a new connection, at most
-// twice, as the HTTP/1 plane does; any other failure is returned (nil: a response).
-func (u *Upstream1) RoundTrip() *UpstreamError {
+// twice, as the HTTP/1 engine does; any other failure is returned.
+func (u *upstream1) RoundTrip() httpcore.Outcome {
 	a := &u.a
+	idem := httpcore.Idempotent(u.req.Header.Method())
 	for stale := 0; ; stale++ {
 		a.mu.Lock() // a cancel (Watch) that came before a fresh try still holds
 		cancelled := a.cancelled
@@ -68,34 +76,35 @@ func (u *Upstream1) RoundTrip() *UpstreamError {
 		a.cancelled = cancelled
 		a.mu.Unlock()
 		if a.roundTrip(true) {
-			return nil
+			return a.o
 		}
-		if stale < 2 && retryFresh(a, &u.req.Header) && !a.isCancelled() {
+		if stale < 2 && a.o.Fresh(idem) && !a.isCancelled() {
 			a.hc.CloseIdleConnections()
 			continue
 		}
-		return &UpstreamError{class: a.class, err: a.err, reused: a.reused}
+		return a.o
 	}
 }
 
-// Watch cancels the request when ctx ends (the client reset its stream, a deadline passed):
-// RoundTrip or a body read in progress then returns an error at once.
-func (u *Upstream1) Watch(ctx context.Context) { u.stop = context.AfterFunc(ctx, u.cancel) }
+func (u *upstream1) Watch(ctx context.Context) { u.stop = context.AfterFunc(ctx, u.cancel) }
 
-// Status is the response status code.
-func (u *Upstream1) Status() int { return u.a.resp.Header.StatusCode() }
+func (u *upstream1) Status() int { return u.a.resp.Header.StatusCode() }
 
-// Header is the response header; Connection and the other hop-by-hop fields are the
-// caller's to drop.
-func (u *Upstream1) Header() *fasthttp.ResponseHeader { return &u.a.resp.Header }
+func (u *upstream1) ResponseFields() []httpcore.Field {
+	u.rf = u.rf[:0]
+	for k, v := range u.a.resp.Header.All() {
+		u.rf = append(u.rf, httpcore.Field{Name: k, Value: v})
+	}
+	return u.rf
+}
 
-// TTFB is the time from dispatch to the response headers.
-func (u *Upstream1) TTFB() time.Duration { return u.a.ttfb }
+func (u *upstream1) ContentLength() int64 { return int64(u.a.resp.Header.ContentLength()) }
+
+func (u *upstream1) TTFB() time.Duration { return u.a.ttfb }
 
 // Body is the response body: bytes already read, or the stream of the rest, read from the
-// backend connection as the caller reads. Its Close ends the response: the connection goes
-// back to the pool when the body was read to its end, and is closed otherwise.
-func (u *Upstream1) Body() io.ReadCloser {
+// backend connection as the caller reads.
+func (u *upstream1) Body() io.ReadCloser {
 	if u.a.br == nil {
 		u.buf.Reset(u.a.resp.Body())
 		u.body = upstreamBody{r: &u.buf}
@@ -107,7 +116,7 @@ func (u *Upstream1) Body() io.ReadCloser {
 
 // Release ends the request (closing a body not read to its end) and returns u to its pool,
 // unless Watch's cancel ran or may still run: then u is left to the garbage collector.
-func (u *Upstream1) Release() {
+func (u *upstream1) Release() {
 	reuse := true
 	if u.stop != nil {
 		reuse = u.stop()
@@ -122,12 +131,14 @@ func (u *Upstream1) Release() {
 	u.req.Reset()
 	u.buf.Reset(nil)
 	u.body = upstreamBody{}
+	clear(u.rf)
+	u.rf = u.rf[:0]
 	if reuse {
 		upstream1Pool.Put(u)
 	}
 }
 
-// upstreamBody is a response body of an Upstream1.
+// upstreamBody is a response body of an upstream1.
 type upstreamBody struct {
 	a     *attempt // nil for a body already read whole
 	r     io.Reader
@@ -146,7 +157,7 @@ func (b *upstreamBody) Read(p []byte) (int, error) {
 	if a := b.a; a != nil {
 		// A long stream keeps its connection's inactivity deadline moving, as relay does.
 		if b.reads++; b.reads%refreshReads == 0 && a.conn != nil {
-			_ = a.conn.SetReadDeadline(time.Now().Add(a.ps.respTimeout))
+			_ = a.conn.SetReadDeadline(time.Now().Add(a.ps.ResponseTimeout))
 		}
 		if err != nil && err != io.EOF && a.isCancelled() {
 			err = errUpstreamCancelled
@@ -164,34 +175,18 @@ func (b *upstreamBody) Close() error {
 	return nil
 }
 
-// errUpstreamCancelled is a body read cut short by Cancel.
+// errUpstreamCancelled is a body read cut short by the Watch's cancel.
 var errUpstreamCancelled = errors.New("backend request cancelled")
 
-// UpstreamError is why an Upstream1 got no response.
-type UpstreamError struct {
-	class  errClass
-	err    error
-	reused bool
+// fieldsMsg is httpcore.Header over a fasthttp request header.
+type fieldsMsg struct{ h *fasthttp.RequestHeader }
+
+func (m *fieldsMsg) Peek(name []byte) []byte { return m.h.PeekBytes(name) }
+func (m *fieldsMsg) AppendValues(dst, name []byte) []byte {
+	return appendJoined(dst, m.h.PeekAll(b2s(name)))
 }
+func (m *fieldsMsg) Set(name, value []byte) { m.h.SetCanonical(name, value) }
+func (m *fieldsMsg) Add(name, value []byte) { m.h.AddBytesKV(name, value) }
+func (m *fieldsMsg) Del(name []byte)        { m.h.DelBytes(name) }
 
-func (e *UpstreamError) Error() string {
-	if e.err == nil {
-		return e.class.String()
-	}
-	return e.class.String() + ": " + e.err.Error()
-}
-
-func (e *UpstreamError) Unwrap() error { return e.err }
-
-// Connect reports a backend that could not be reached: it never received the request.
-func (e *UpstreamError) Connect() bool { return e.class == errConnect }
-
-// Timeout reports no response headers within timeouts.response.
-func (e *UpstreamError) Timeout() bool { return e.class == errTimeout }
-
-// Failure reports whether it counts against the backend for outlier detection, by the HTTP/1
-// plane's rule (a keep-alive race or a cancelled request does not).
-func (e *UpstreamError) Failure() bool {
-	a := attempt{class: e.class, err: e.err, reused: e.reused}
-	return failed(&a)
-}
+var _ httpcore.Bridge = (*Proxy)(nil)

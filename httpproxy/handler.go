@@ -4,19 +4,19 @@ import (
 	"bytes"
 	"errors"
 	"io"
-	"math/rand/v2"
+	"net"
 	"sync"
 	"time"
-	"unsafe"
 
 	"github.com/valyala/fasthttp"
 
+	"ballast/accesslog"
 	"ballast/balance"
-	"ballast/upstream"
+	"ballast/httpcore"
 )
 
 // maxBufferedBody is the largest request body read into memory before forwarding; such a body
-// can be replayed for retries and hedges. Larger and chunked bodies stream, bounded in memory.
+// can be replayed for retries and hedges. Larger and chunked ones stream, bounded in memory.
 const maxBufferedBody = 64 << 10
 
 // exchange is the per-request state of the common path, pooled so a request allocates nothing.
@@ -25,10 +25,16 @@ type exchange struct {
 	relay relay
 	up    upload
 	body  []byte
-	buf   []byte
 	raw   bool // ctx.Request.bodyRaw points into body
 
-	pol reqState // traffic policy scratch (policy.go); untouched when the table has none
+	core  httpcore.Exchange // the request as the HTTP core follows it
+	req   reqMsg            // the request as the core sees it
+	resp  respMsg           // the response as the core sees it
+	scan  httpcore.Scan
+	limit bodyLimit           // max_body_bytes on a body of unknown length
+	zr    httpcore.Compressor // a streamed response body being compressed
+	ztmp  []byte              // a compressed buffered body
+	enc   httpcore.Encoding   // the encoding of a streamed response
 }
 
 var exchangePool = sync.Pool{New: func() any { return new(exchange) }}
@@ -36,14 +42,20 @@ var exchangePool = sync.Pool{New: func() any { return new(exchange) }}
 func getExchange() *exchange { return exchangePool.Get().(*exchange) }
 
 func (x *exchange) put() {
-	x.first.req, x.first.b, x.first.ps, x.first.upload, x.first.out = nil, nil, nil, nil, nil
+	x.first.req, x.first.b, x.first.ps, x.first.upload, x.first.out, x.first.client = nil, nil, nil, nil, nil, nil
 	if x.first.resp.StreamBody {
 		x.first.resp.Reset() // it carried a streamed body; otherwise it was never used
 	}
 	x.relay = relay{}
 	x.up = upload{}
 	x.raw = false
-	x.pol.reset()
+	x.core.Reset()
+	x.req = reqMsg{}
+	x.resp = respMsg{}
+	x.scan = httpcore.Scan{}
+	x.limit = bodyLimit{}
+	x.enc = httpcore.EncNone
+	x.ztmp = x.ztmp[:0]
 	exchangePool.Put(x)
 }
 
@@ -56,31 +68,58 @@ func (ls *listenerState) headerReceived(h *fasthttp.RequestHeader) fasthttp.Requ
 	return fasthttp.RequestConfig{}
 }
 
+// expect decides an Expect: 100-continue before the body is asked for: a declared length over
+// the route's max_body_bytes is answered 413 at once, without 100 Continue (fasthttp then
+// closes the connection, since the client may send the body anyway).
+func (ls *listenerState) expect(ctx *fasthttp.RequestCtx) int {
+	v := ls.view()
+	x := getExchange()
+	defer x.put()
+	x.req.init(ctx)
+	cx := &x.core
+	cx.Begin(v.t, v.l, &x.req, httpcore.Conn{Peer: httpcore.ClientAddr(ctx.RemoteAddr()), TLS: ls.tls})
+	if _, verdict := checkHead(&ctx.Request.Header); verdict != headOK || cx.ExpectContinue(&x.req) {
+		return fasthttp.StatusContinue // the handler answers a bad head as usual
+	}
+	ls.render(ctx, &cx.Reply)
+	cx.Log(&x.req, &httpcore.Done{Status: cx.Reply.Status, Term: cx.Reply.Term})
+	return cx.Reply.Status
+}
+
 // errorHandler answers requests fasthttp could not parse: 431 for a header over the listener's
-// limit, 408 for a client too slow to send its headers, 400 for the rest.
-func (p *Proxy) errorHandler(ctx *fasthttp.RequestCtx, err error) {
+// limit, 408 for a client too slow to send its headers, 400 for the rest. Each gets its
+// access-log line.
+func (ls *listenerState) errorHandler(ctx *fasthttp.RequestCtx, err error) {
 	var small *fasthttp.ErrSmallBuffer
 	var te interface{ Timeout() bool }
+	status, term := fasthttp.StatusBadRequest, accesslog.TermRefused
+	msg := "ballast: malformed request\n"
 	switch {
 	case errors.As(err, &small):
-		ctx.Error("ballast: request header too large\n", fasthttp.StatusRequestHeaderFieldsTooLarge)
+		status, msg = fasthttp.StatusRequestHeaderFieldsTooLarge, "ballast: request header too large\n"
 	case errors.As(err, &te) && te.Timeout():
-		ctx.Error("ballast: request timeout\n", fasthttp.StatusRequestTimeout)
-	default:
-		ctx.Error("ballast: malformed request\n", fasthttp.StatusBadRequest)
+		status, term, msg = fasthttp.StatusRequestTimeout, accesslog.TermClientTimeout, "ballast: request timeout\n"
+	case errors.Is(err, errBareLF):
+		msg = "ballast: request head ends with a bare LF\n"
 	}
-	p.logger.Debug("bad request", "client", ctx.RemoteAddr().String(), "err", err)
+	ctx.Error(msg, status)
+	h := &ctx.Request.Header
+	ls.proxy.core.LogRefused(ls.name, httpcore.ClientAddr(ctx.RemoteAddr()), h.Method(), h.RequestURI(), h.Protocol(), status, term)
+	ls.proxy.logger.Debug("bad request", "client", ctx.RemoteAddr().String(), "err", err)
 }
 
 // handle is the request path of one listener.
 func (ls *listenerState) handle(ctx *fasthttp.RequestCtx) {
-	p := ls.proxy
-	t := p.table.Load()
+	v := ls.view()
 	h := &ctx.Request.Header
+	x := getExchange()
+	x.req.init(ctx)
+	cx := &x.core
+	cx.Begin(v.t, v.l, &x.req, httpcore.Conn{Peer: httpcore.ClientAddr(ctx.RemoteAddr()), TLS: ls.tls})
 
-	authority, v := checkHead(h)
-	if v != headOK {
-		refuse(ctx, v)
+	authority, verdict := checkHead(h)
+	if verdict != headOK {
+		ls.refuseHead(ctx, x, verdict)
 		return
 	}
 	if authority != nil {
@@ -88,41 +127,36 @@ func (ls *listenerState) handle(ctx *fasthttp.RequestCtx) {
 		// and forwarded with the same host.
 		h.SetHostBytes(authority)
 	}
-	var path []byte
-	if t.needPath {
-		path = ctx.Path() // routes match the normalised path
-	}
-	r := t.match(ls.name, h.Host(), path)
+	r := cx.Route(&x.req)
 	if r == nil {
-		ctx.Error("ballast: no route\n", fasthttp.StatusNotFound)
-		if t.pol != nil {
-			ls.errorPage(ctx, t) // errorpages.go
-		}
+		ls.reply(ctx, x, nil)
 		return
 	}
 	// fasthttp parsed the target into a URI and would write the request from it: percent-
 	// decoded, normalised, Host taken from it. Dropping the parse makes Write send the
-	// target exactly as the client did.
+	// target exactly as the client did (or as a rewrite made it).
 	ctx.Request.SetURI(nil)
 	h.SetNoDefaultContentType(true) // forward what the client sent: no Content-Type added
-	ps := r.ps
 	if isUpgrade(h) {
 		if cl := h.ContentLength(); cl != 0 && cl != -2 {
 			// The tunnel forwards the head alone and then raw bytes: a body would arrive as
 			// the start of the new protocol, or as a second request after a refusal.
-			refuse(ctx, headUpgradeBody)
+			ls.refuseHead(ctx, x, headUpgradeBody)
 			return
 		}
-		if t.pol != nil && !ls.admitUpgrade(ctx, t, r) { // policy.go
+		if !cx.Admit(&x.req) {
+			ls.reply(ctx, x, nil)
 			return
 		}
-		ls.tunnel(ctx, t, ps)
+		ls.tunnel(ctx, x)
 		return
 	}
-
-	x := getExchange()
-	sc := scanHeaders(h.All())
-	stripHopByHop(h, sc.hop, false)
+	if !cx.Admit(&x.req) { // access control, limits, redirects: answered by Ballast
+		ls.reply(ctx, x, nil)
+		return
+	}
+	ps := r.Pool()
+	scanRequest(&x.scan, h)
 	h.ResetConnectionClose() // the backend connection stays open whatever the client does
 	if len(h.Host()) > 0 && bytes.Equal(h.Protocol(), http10) {
 		// An HTTP/1.0 request would make the backend close its connection after answering:
@@ -130,45 +164,83 @@ func (ls *listenerState) handle(ctx *fasthttp.RequestCtx) {
 		// connection; the client side still speaks HTTP/1.0, decided before the handler.
 		h.SetProtocolBytes(http11)
 	}
-	if t.pol != nil && !ls.applyPolicy(ctx, t, r, x, &sc) { // policy.go: answered by Ballast
-		ls.finish(ctx, x)
-		return
-	}
-	x.buf = addForwardingHeaders(h, sc, clientAddr(ctx.RemoteAddr()), ls.tls, x.buf)
-	replayable, err := ls.prepareBody(ctx, x, ps)
+	cx.Prepare(&x.req, &x.scan, false)
+	replayable, err := ls.prepareBody(ctx, x)
 	if err != nil {
-		x.put()
-		bodyError(ctx, err)
+		o := httpcore.Outcome{Failure: httpcore.ClientFailed, Err: err}
+		if isTimeout(err) {
+			o.Failure = httpcore.ClientTimeout
+		}
+		cx.Fail(&o)
+		ls.reply(ctx, x, &httpcore.Done{Pool: ps, BytesIn: requestBytes(ctx, x)})
 		return
 	}
-	ps.budget.request(coarseUnix())
-	key := ps.key(ctx)
-	if ps.hedgeDelay > 0 && replayable && idempotent(h) {
-		ls.hedged(ctx, t, ps, x, key)
+	ps.CountRequest()
+	key := ps.Key(&x.req, cx.Client())
+	if ps.HedgeDelay > 0 && replayable && httpcore.Idempotent(h.Method()) {
+		ls.hedged(ctx, ps, x, key)
 		return
 	}
-	ls.forward(ctx, t, ps, x, key, replayable)
+	ls.forward(ctx, ps, x, key, replayable)
 }
 
-// refuse answers a request head that checkHead did not accept and closes the connection,
+// refuseHead answers a request head that checkHead did not accept and closes the connection,
 // whose framing can no longer be trusted.
-func refuse(ctx *fasthttp.RequestCtx, v headVerdict) {
-	code := fasthttp.StatusBadRequest
+func (ls *listenerState) refuseHead(ctx *fasthttp.RequestCtx, x *exchange, v headVerdict) {
+	cx := &x.core
 	switch v {
 	case headConnect:
-		code = fasthttp.StatusMethodNotAllowed
+		cx.RefuseMethod()
 	case headBadVersion:
-		code = fasthttp.StatusHTTPVersionNotSupported
+		cx.Refuse(nil, fasthttp.StatusHTTPVersionNotSupported, []byte(v.message()))
+	default:
+		cx.Refuse(nil, fasthttp.StatusBadRequest, []byte(v.message()))
 	}
-	ctx.Error(v.message(), code) // resets the response headers: Allow comes after
-	if v == headConnect {
-		ctx.Response.Header.Set("Allow", allowedMethods)
-	}
-	ctx.SetConnectionClose()
+	cx.Reply.Close = true
+	ls.reply(ctx, x, nil)
 }
 
-// prepareBody reads a small body into memory (replayable) or sets up streaming.
-func (ls *listenerState) prepareBody(ctx *fasthttp.RequestCtx, x *exchange, ps *poolState) (replayable bool, err error) {
+// render writes Ballast's own answer r as the response.
+func (ls *listenerState) render(ctx *fasthttp.RequestCtx, r *httpcore.Reply) {
+	resp := &ctx.Response
+	resp.Reset()
+	resp.Header.SetNoDefaultContentType(true)
+	resp.SetStatusCode(r.Status)
+	if len(r.ContentType) > 0 {
+		resp.Header.SetContentTypeBytes(r.ContentType)
+	}
+	if len(r.Location) > 0 {
+		resp.Header.SetCanonical(httpcore.KeyLocation, r.Location)
+	}
+	if len(r.RetryAfter) > 0 {
+		resp.Header.SetCanonical(httpcore.KeyRetryAfter, r.RetryAfter)
+	}
+	if len(r.Allow) > 0 {
+		resp.Header.SetCanonical(httpcore.KeyAllow, r.Allow)
+	}
+	resp.SetBodyRaw(r.Body) // shared and never written to
+	if r.Close {
+		ctx.SetConnectionClose()
+	}
+}
+
+// reply renders the core's answer, logs the request and finishes it. d says what the log
+// line adds (the pool, the backend); nil for a request no pool saw.
+func (ls *listenerState) reply(ctx *fasthttp.RequestCtx, x *exchange, d *httpcore.Done) {
+	cx := &x.core
+	ls.render(ctx, &cx.Reply)
+	var done httpcore.Done
+	if d != nil {
+		done = *d
+	}
+	done.Status, done.Term = cx.Reply.Status, cx.Reply.Term
+	cx.Log(&x.req, &done)
+	ls.finish(ctx, x)
+}
+
+// prepareBody reads a small body into memory (replayable) or sets up streaming; a body of
+// unknown length is cut at the route's max_body_bytes.
+func (ls *listenerState) prepareBody(ctx *fasthttp.RequestCtx, x *exchange) (replayable bool, err error) {
 	req := &ctx.Request
 	if !req.IsBodyStream() {
 		return true, nil
@@ -190,152 +262,99 @@ func (ls *listenerState) prepareBody(ctx *fasthttp.RequestCtx, x *exchange, ps *
 		x.raw = true
 		return true, nil
 	}
-	x.up = upload{r: req.BodyStream(), ctx: ctx, idle: ls.idle, rt: ps.respTimeout, deadline: time.Now().Add(ls.idle)}
+	var r io.Reader = req.BodyStream()
+	if max := x.core.BodyLimit(); max > 0 && cl == -1 {
+		x.limit = bodyLimit{r: r, left: max}
+		r = &x.limit
+	}
+	x.up = upload{r: r, ctx: ctx, idle: ls.idle, rt: x.core.Pool().ResponseTimeout, deadline: time.Now().Add(ls.idle)}
 	req.SetBodyStream(&x.up, cl)
 	return false, nil
 }
 
-// idempotent reports whether a request may be sent twice: the rule is Idempotent's.
-func idempotent(h *fasthttp.RequestHeader) bool { return Idempotent(b2s(h.Method())) }
-
-// key computes the hash key of a request for hash balancers.
-func (ps *poolState) key(ctx *fasthttp.RequestCtx) uint64 {
-	if !ps.needsKey {
-		return 0
+// requestBytes is the size of the request body as received: its Content-Length, or what was
+// streamed of a chunked one.
+func requestBytes(ctx *fasthttp.RequestCtx, x *exchange) int64 {
+	if x.up.n > 0 {
+		return x.up.n
 	}
-	h := &ctx.Request.Header
-	switch ps.hashSource {
-	case "source_ip":
-		return balance.HashSourceIP(clientAddr(ctx.RemoteAddr()))
-	case "header":
-		if v := h.Peek(ps.hashName); len(v) > 0 {
-			return balance.HashHeader(v)
-		}
-		return rand.Uint64()
-	case "cookie":
-		if v := h.Cookie(ps.hashName); len(v) > 0 {
-			return balance.HashCookie(v)
-		}
-		return rand.Uint64()
+	if cl := ctx.Request.Header.ContentLength(); cl > 0 {
+		return int64(cl)
 	}
-	uri := h.RequestURI()
-	if ps.carp {
-		return balance.CARPURLHash(uri)
-	}
-	return balance.HashURI(uri, false)
-}
-
-// markTried adds b to the set of backends a request has used, so a retry or hedge avoids it.
-func markTried(t *balance.Tried, b *upstream.Backend) {
-	if i := b.Index(); i >= 0 {
-		t.Add(i)
-	}
-}
-
-// retryable reports whether a failed attempt may be tried again on another backend. A request
-// that may have reached the backend (errClosed: some of it was sent) is replayed only if it is
-// idempotent (RFC 9110 §9.2.2), whatever retries.non_idempotent says: a backend that crashed
-// after receiving a POST may have acted on it.
-func (ps *poolState) retryable(a *attempt, h *fasthttp.RequestHeader, bodyUntouched bool) bool {
-	if !bodyUntouched {
-		return false
-	}
-	switch a.class {
-	case errConnect:
-		return true
-	case errStale:
-		return ps.nonIdempotent || idempotent(h)
-	case errClosed:
-		return idempotent(h)
-	}
-	return false
-}
-
-// retryFresh reports whether a failure on a pooled connection is the keep-alive race (the
-// backend closed the connection as the request went out) rather than the backend's fault, so
-// the request may go out again on a new connection to the same pool without counting as an
-// attempt: when nothing of it was sent, or when it is idempotent.
-func retryFresh(a *attempt, h *fasthttp.RequestHeader) bool {
-	return a.reused && (a.class == errStale || a.class == errClosed && idempotent(h))
-}
-
-// failed reports whether the attempt counts as a backend failure for outlier detection.
-func failed(a *attempt) bool {
-	switch a.class {
-	case errClient, errClientTimeout, errCancelled, errStale:
-		return false
-	case errNone:
-		return a.ps.include5xx && a.out.StatusCode() >= 500
-	case errClosed:
-		// A pooled connection closed as the request went out is the keep-alive race.
-		return !a.reused || !errors.Is(a.err, io.EOF)
-	}
-	return true
-}
-
-// release ends a's hold on its backend: the response's status class is counted (0 when there
-// was no response) and the slot goes back to the pool with the outcome for outlier detection.
-func (a *attempt) release(latency time.Duration, failure bool) {
-	code := 0
-	if a.class == errNone {
-		code = a.out.StatusCode()
-	}
-	countStatus(a.b, code)
-	a.ps.pool.Release(a.b, latency, failure)
+	return 0
 }
 
 // forward runs attempts one after the other: the first try, then retries on other backends.
-func (ls *listenerState) forward(ctx *fasthttp.RequestCtx, t *table, ps *poolState, x *exchange, key uint64, replayable bool) {
+func (ls *listenerState) forward(ctx *fasthttp.RequestCtx, ps *httpcore.Pool, x *exchange, key uint64, replayable bool) {
 	var tried balance.Tried
 	h := &ctx.Request.Header
+	cx := &x.core
 	a := &x.first
 	cl := h.ContentLength()
-	stale := 0
+	idem := httpcore.Idempotent(h.Method())
+	stale, retrying := 0, false
 	for try := 1; ; {
-		b, err := ps.acquire(ctx, key, tried) // sticky.go: the cookie's backend first
+		b, err := ps.Acquire(&x.req, key, tried) // the sticky cookie's backend first
 		if err != nil {
-			if try > 1 || stale > 0 {
-				ls.fail(ctx, t, x, a)
-			} else {
-				ls.acquireError(ctx, err)
+			if a.b != nil { // a retry found no other backend: the last failure answers
+				ls.fail(ctx, x, a)
+				return
 			}
-			ls.finish(ctx, x)
+			cx.AcquireFailed(err)
+			ls.reply(ctx, x, &httpcore.Done{Pool: ps})
 			return
+		}
+		if retrying {
+			cx.Retried(ps)
+			retrying = false
 		}
 		a.reset(ps, b, &ctx.Request)
 		a.out = &ctx.Response
+		a.client = ctx.Conn() // watched for a client that leaves before the response
 		if !replayable {
 			a.upload = &x.up
 		}
 		if a.roundTrip(false) {
-			ls.deliver(ctx, t, x, a)
+			ls.deliver(ctx, x, a)
 			return
 		}
-		a.release(time.Since(a.start), failed(a))
-		if a.class == errConnect {
-			ps.pool.Unreachable(b)
+		a.release(time.Since(a.start), ps.BackendFailure(&a.o))
+		if a.o.Failure == httpcore.Connect {
+			ps.Upstream.Unreachable(b)
 		}
 		untouched := replayable || x.up.n == 0 && !x.up.interrupted
 		switch {
-		case stale < 2 && untouched && retryFresh(a, h):
+		case a.o.Failure == httpcore.ClientGone:
+			ls.clientGone(ctx, x, a)
+			return
+		case stale < 2 && untouched && a.o.Fresh(idem):
 			// A keep-alive race, not the backend's fault: same pool, fresh connection. The
 			// connections that sat idle beside the dead one are suspect too, so they go.
 			stale++
 			a.hc.CloseIdleConnections()
-		case try < ps.attempts && ps.retryable(a, h, untouched) && ps.budget.spend(coarseUnix()):
-			markTried(&tried, b)
-			ps.counters.retries.Add(1)
-			x.pol.retries++
+		case try < ps.Attempts && ps.Retryable(&a.o, idem, untouched) && ps.SpendRetry():
+			httpcore.MarkTried(&tried, b)
+			retrying = true
 			try++
 		default:
-			ls.fail(ctx, t, x, a)
-			ls.finish(ctx, x)
+			ls.fail(ctx, x, a)
 			return
 		}
 		if !replayable {
 			ctx.Request.SetBodyStream(&x.up, cl) // Write closed it; nothing was read from it
 		}
 	}
+}
+
+// clientGone ends a request whose client left before the response headers: the backend
+// attempt is already cancelled and released; nothing is written, and the log says 499.
+func (ls *listenerState) clientGone(ctx *fasthttp.RequestCtx, x *exchange, a *attempt) {
+	cx := &x.core
+	cx.Fail(&a.o)
+	cx.Log(&x.req, &httpcore.Done{Status: cx.Reply.Status, Pool: a.ps, Backend: a.b, Term: cx.Reply.Term, BytesIn: requestBytes(ctx, x)})
+	ctx.HijackSetNoResponse(true)
+	ctx.Hijack(func(c net.Conn) {}) // closed without an answer: there is nobody to read it
+	ls.finish(ctx, x)
 }
 
 // finish returns x to its pool once nothing of the request refers to it any more.
@@ -346,101 +365,81 @@ func (ls *listenerState) finish(ctx *fasthttp.RequestCtx, x *exchange) {
 	x.put()
 }
 
-// acquireError answers a request the pool could not place.
-func (ls *listenerState) acquireError(ctx *fasthttp.RequestCtx, err error) {
-	switch {
-	case errors.Is(err, upstream.ErrQueueFull):
-		ctx.Error("ballast: backlog queue full\n", fasthttp.StatusServiceUnavailable)
-		ctx.Response.Header.Set("Retry-After", "1")
-	case errors.Is(err, upstream.ErrQueueTimeout):
-		ctx.Error("ballast: timed out in the backlog queue\n", fasthttp.StatusServiceUnavailable)
-		ctx.Response.Header.Set("Retry-After", "1")
-	case errors.Is(err, upstream.ErrNoBackend):
-		ctx.Error("ballast: no backend available\n", fasthttp.StatusServiceUnavailable)
-	default:
-		ctx.Error("ballast: "+err.Error()+"\n", fasthttp.StatusServiceUnavailable)
-	}
-	ls.errorPage(ctx, ls.proxy.table.Load()) // errorpages.go
-}
-
 // fail answers a request whose last attempt failed.
-func (ls *listenerState) fail(ctx *fasthttp.RequestCtx, t *table, x *exchange, a *attempt) {
-	ctx.Error("ballast: "+a.class.String()+"\n", a.class.status())
-	if a.class == errClient || a.class == errClientTimeout {
-		ctx.SetConnectionClose()
+func (ls *listenerState) fail(ctx *fasthttp.RequestCtx, x *exchange, a *attempt) {
+	o := a.o
+	if o.Failure == httpcore.ClientFailed && errors.Is(o.Err, errBodyTooLarge) {
+		o.Failure = httpcore.BodyTooLarge
 	}
-	if t.pol != nil {
-		ls.failPolicy(ctx, t, a) // limits.go: 413, error pages
-	}
+	x.core.Fail(&o)
 	id := ""
 	if a.b != nil {
 		id = a.b.ID
 	}
-	ls.proxy.logger.Warn("request failed", "pool", a.ps.name, "backend", id, "reason", a.class.String(), "err", a.err)
-	if t.access {
-		ls.logAccess(ctx, x, a, time.Since(a.start))
-	}
+	ls.proxy.logger.Warn("request failed", "pool", a.ps.Name, "backend", id, "reason", o.Failure.String(), "err", o.Err)
+	ls.reply(ctx, x, &httpcore.Done{Pool: a.ps, Backend: a.b, BytesIn: requestBytes(ctx, x)})
 }
 
 // deliver relays a's response to the client: headers now, a streamed body by the server after
 // the handler returns, with the backend's slot released when the body is done.
-func (ls *listenerState) deliver(ctx *fasthttp.RequestCtx, t *table, x *exchange, a *attempt) {
+func (ls *listenerState) deliver(ctx *fasthttp.RequestCtx, x *exchange, a *attempt) {
 	out := &ctx.Response
+	var sc httpcore.Scan
 	if a.out != out {
-		stripHopByHop(&a.out.Header, scanHeaders(a.out.Header.All()).hop, false)
+		scanResponse(&sc, &a.out.Header)
+		x.resp.h = &a.out.Header
+		x.core.StripHopByHop(&x.resp, &sc, false, false)
 		a.out.Header.CopyTo(&out.Header)
 		if a.br == nil {
 			out.SetBody(a.out.Body())
 		}
 	} else {
-		stripHopByHop(&out.Header, scanHeaders(out.Header.All()).hop, false)
+		scanResponse(&sc, &out.Header)
+		x.resp.h = &out.Header
+		x.core.StripHopByHop(&x.resp, &sc, false, false)
 	}
 	out.Header.ResetConnectionClose()
 	out.Header.SetNoDefaultContentType(true)
-	if ls.expose(t) {
-		out.Header.SetCanonical(keyBackend, s2b(a.b.ID))
-	}
-	if t.pol != nil {
-		ls.respondPolicy(ctx, x, a) // policy.go
-	}
+	x.resp.h = &out.Header
+	enc := x.core.Respond(&x.req, &x.resp, a.b)
 	if a.br != nil {
 		cl := a.resp.Header.ContentLength()
-		x.relay = relay{ls: ls, t: t, x: x, a: a, ctx: ctx, r: a.resp.BodyStream(), remain: int64(cl)}
+		x.relay = relay{ls: ls, x: x, a: a, ctx: ctx, r: a.resp.BodyStream(), remain: int64(cl)}
 		if cl < -1 {
 			cl = -1
 		}
+		var body io.Reader = &x.relay
+		if enc != httpcore.EncNone {
+			x.zr.Init(&x.relay, enc)
+			body, cl = &x.zr, -1
+		}
 		// A body with a length is written by fasthttp into a buffer it flushes only when
 		// full; relay.WriteTo writes it to the connection itself, so the headers go first.
-		body, n := ls.responseStream(t, x, cl) // compress.go: compressed when asked
-		out.ImmediateHeaderFlush = n >= 0
-		out.SetBodyStream(body, n)
+		out.ImmediateHeaderFlush = cl >= 0
+		out.SetBodyStream(body, cl)
 		return
 	}
-	a.release(a.ttfb, failed(a))
-	if t.access {
-		ls.logAccess(ctx, x, a, time.Since(a.start))
+	relayed := int64(len(out.Body())) // as the backend sent it, before compression
+	if enc != httpcore.EncNone {
+		x.ztmp = httpcore.AppendCompressed(x.ztmp[:0], out.Body(), enc)
+		out.SetBody(x.ztmp)
 	}
+	a.release(a.ttfb, a.ps.BackendFailure(&a.o))
+	x.core.Log(&x.req, &httpcore.Done{
+		Status: out.StatusCode(), BytesIn: requestBytes(ctx, x), BytesOut: relayed,
+		Pool: a.ps, Backend: a.b, Upstream: a.ttfb,
+	})
 	if a != &x.first {
 		fasthttp.ReleaseRequest(a.req)
 	}
 	ls.finish(ctx, x)
 }
 
-var (
-	keyBackend = []byte("X-Ballast-Backend")
-	http10     = []byte("HTTP/1.0")
-	http11     = []byte("HTTP/1.1")
-)
-
-// s2b returns the bytes of s without copying; the caller must not modify them.
-func s2b(s string) []byte { return unsafe.Slice(unsafe.StringData(s), len(s)) }
-
 // relay streams a backend response body to the client. fasthttp's server reads it after the
 // handler returns and closes it when the response is written or the client is gone; Close
 // ends the backend side, so in-flight counts the whole transfer.
 type relay struct {
 	ls     *listenerState
-	t      *table
 	x      *exchange
 	a      *attempt
 	ctx    *fasthttp.RequestCtx
@@ -477,7 +476,7 @@ func (r *relay) Read(p []byte) (int, error) {
 		now := time.Now()
 		_ = r.ctx.SetWriteDeadline(now.Add(r.ls.idle))
 		if c := r.a.conn; c != nil {
-			_ = c.SetReadDeadline(now.Add(r.a.ps.respTimeout))
+			_ = c.SetReadDeadline(now.Add(r.a.ps.ResponseTimeout))
 		}
 	}
 	return n, err
@@ -503,11 +502,19 @@ func (r *relay) Close() error {
 	complete := r.eof && !r.broken
 	a.finishBody(complete)
 	// A body cut short by the backend is its failure; a client that went away is not.
-	a.release(a.ttfb, r.broken || failed(a))
-	if r.t.access {
-		r.ls.logAccess(r.ctx, r.x, a, time.Since(a.start))
-	}
+	a.release(a.ttfb, r.broken || a.ps.BackendFailure(&a.o))
 	x, ctx, ls := r.x, r.ctx, r.ls
+	d := httpcore.Done{
+		Status: ctx.Response.StatusCode(), BytesIn: requestBytes(ctx, x), BytesOut: r.n,
+		Pool: a.ps, Backend: a.b, Upstream: a.ttfb,
+	}
+	switch {
+	case r.broken:
+		d.Term = accesslog.TermServerData
+	case !complete:
+		d.Term = accesslog.TermClientData
+	}
+	x.core.Log(&x.req, &d)
 	if a != &x.first {
 		fasthttp.ReleaseRequest(a.req)
 	}

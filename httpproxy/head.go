@@ -4,11 +4,9 @@ import (
 	"bytes"
 
 	"github.com/valyala/fasthttp"
-)
 
-// allowedMethods is the Allow header of the 405 that answers CONNECT: Ballast forwards every
-// method except CONNECT, which it has no tunnelling for.
-const allowedMethods = "GET, HEAD, POST, PUT, DELETE, OPTIONS, PATCH, TRACE"
+	"ballast/httpcore"
+)
 
 // headVerdict is what checkHead decided about a request head.
 type headVerdict uint8
@@ -60,7 +58,7 @@ func checkHead(h *fasthttp.RequestHeader) (authority []byte, v headVerdict) {
 	}
 	fields, ok := scanFieldLines(h.RawHeaders())
 	switch {
-	case !ok || !isToken(h.Method()):
+	case !ok || !httpcore.IsToken(h.Method()):
 		return nil, headBadName
 	case fields&fieldTransferEncoding != 0 && (fields&fieldContentLength != 0 || h.ContentLength() != -1):
 		// fasthttp lets Transfer-Encoding win over Content-Length, and takes "identity" as

@@ -6,6 +6,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"ballast/balance"
+	"ballast/httpcore"
 )
 
 // hedged runs an idempotent request with a replayable body on up to 1+max_hedges backends:
@@ -14,17 +15,16 @@ import (
 // cancelled (its connection closed) and its slot released. Hedges and retries are paid from
 // the retry budget. Each attempt runs in its own goroutine on its own copy of the request, so
 // losers can outlive the handler without touching the client's request.
-func (ls *listenerState) hedged(ctx *fasthttp.RequestCtx, t *table, ps *poolState, x *exchange, key uint64) {
+func (ls *listenerState) hedged(ctx *fasthttp.RequestCtx, ps *httpcore.Pool, x *exchange, key uint64) {
 	var tried balance.Tried
-	h := &ctx.Request.Header
-	done := make(chan *attempt, 1+ps.maxHedges+ps.attempts)
+	done := make(chan *attempt, 1+ps.MaxHedges+ps.Attempts)
 	var running []*attempt
 	launch := func() (*attempt, error) {
-		b, err := ps.pool.Acquire(key, tried)
+		b, err := ps.Acquire(&x.req, key, tried)
 		if err != nil {
 			return nil, err
 		}
-		markTried(&tried, b)
+		httpcore.MarkTried(&tried, b)
 		req := fasthttp.AcquireRequest()
 		ctx.Request.CopyTo(req)
 		a := &attempt{done: done}
@@ -35,12 +35,12 @@ func (ls *listenerState) hedged(ctx *fasthttp.RequestCtx, t *table, ps *poolStat
 	}
 
 	if _, err := launch(); err != nil {
-		ls.acquireError(ctx, err)
-		ls.finish(ctx, x)
+		x.core.AcquireFailed(err)
+		ls.reply(ctx, x, &httpcore.Done{Pool: ps})
 		return
 	}
 	outstanding, tries, hedges := 1, 1, 0
-	timer := time.NewTimer(ps.hedgeDelay)
+	timer := time.NewTimer(ps.HedgeDelay)
 	defer timer.Stop()
 	var winner, last *attempt
 	handled := make(map[*attempt]bool, 2)
@@ -49,33 +49,33 @@ func (ls *listenerState) hedged(ctx *fasthttp.RequestCtx, t *table, ps *poolStat
 		case a := <-done:
 			outstanding--
 			handled[a] = true
-			if a.class == errNone {
+			if a.o.Failure == httpcore.OK {
 				winner = a
 				break
 			}
-			a.release(time.Since(a.start), failed(a))
-			if a.class == errConnect {
-				ps.pool.Unreachable(a.b)
+			a.release(time.Since(a.start), ps.BackendFailure(&a.o))
+			if a.o.Failure == httpcore.Connect {
+				ps.Upstream.Unreachable(a.b)
 			}
 			fasthttp.ReleaseRequest(a.req)
+			a.req = nil
 			last = a
-			if tries < ps.attempts && ps.retryable(a, h, true) && ps.budget.spend(coarseUnix()) {
+			if tries < ps.Attempts && ps.Retryable(&a.o, true, true) && ps.SpendRetry() {
 				if _, err := launch(); err == nil {
-					ps.counters.retries.Add(1)
+					x.core.Retried(ps)
 					tries++
 					outstanding++
 				}
 			}
 		case <-timer.C:
-			if hedges < ps.maxHedges && ps.budget.spend(coarseUnix()) {
+			if hedges < ps.MaxHedges && ps.SpendHedge() {
 				if _, err := launch(); err == nil {
-					ps.counters.hedges.Add(1)
 					hedges++
 					outstanding++
 				}
 			}
-			if hedges < ps.maxHedges {
-				timer.Reset(ps.hedgeDelay)
+			if hedges < ps.MaxHedges {
+				timer.Reset(ps.HedgeDelay)
 			}
 		}
 	}
@@ -90,11 +90,10 @@ func (ls *listenerState) hedged(ctx *fasthttp.RequestCtx, t *table, ps *poolStat
 		}
 	}
 	if winner == nil {
-		ls.fail(ctx, t, x, last)
-		ls.finish(ctx, x)
+		ls.fail(ctx, x, last)
 		return
 	}
-	ls.deliver(ctx, t, x, winner)
+	ls.deliver(ctx, x, winner)
 }
 
 // runHedged is the goroutine of one hedged attempt.
@@ -110,9 +109,9 @@ func (a *attempt) runHedged() {
 // abandon ends an attempt whose result nobody wants: a response that arrived too late is
 // discarded with its connection, and the backend slot is freed.
 func (a *attempt) abandon() {
-	if a.class == errNone && a.br != nil {
+	if a.o.Failure == httpcore.OK && a.br != nil {
 		a.finishBody(false)
 	}
-	a.release(time.Since(a.start), a.class != errNone && a.class != errCancelled && failed(a))
+	a.release(time.Since(a.start), a.o.Failure != httpcore.OK && a.o.Failure != httpcore.Cancelled && a.ps.BackendFailure(&a.o))
 	fasthttp.ReleaseRequest(a.req)
 }

@@ -3,6 +3,7 @@ package httpproxy
 import (
 	"context"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"ballast/config"
+	"ballast/httpcore"
 	"ballast/upstream"
 )
 
@@ -50,8 +52,44 @@ func testConfig(pools ...config.Pool) *config.Config {
 	return cfg
 }
 
-type testProxy struct {
+// engine is the HTTP/1 engine over a core of its own, as the server runs them together.
+type engine struct {
 	*Proxy
+	core *httpcore.Core
+}
+
+// newEngine builds a core for cfg and the engine over it.
+func newEngine(cfg *config.Config, pools map[string]*upstream.Pool, logger *slog.Logger) (*engine, error) {
+	c := httpcore.New(logger)
+	px := New(c, logger)
+	if err := c.Swap(cfg, pools); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return &engine{Proxy: px, core: c}, nil
+}
+
+func (e *engine) Swap(cfg *config.Config, pools map[string]*upstream.Pool) error {
+	return e.core.Swap(cfg, pools)
+}
+
+func (e *engine) ReopenAccessLog() error { return e.core.ReopenAccessLog() }
+
+func (e *engine) Responses(b *upstream.Backend) [6]uint64 { return e.core.Responses(b) }
+
+func (e *engine) PoolCounters(pool string) (retries, hedges uint64) {
+	return e.core.PoolCounters(pool)
+}
+
+// Shutdown stops the engine, then its core.
+func (e *engine) Shutdown(ctx context.Context) error {
+	err := e.Proxy.Shutdown(ctx)
+	e.core.Close()
+	return err
+}
+
+type testProxy struct {
+	*engine
 	addr  string
 	pools map[string]*upstream.Pool
 	done  chan error
@@ -73,11 +111,11 @@ func startProxy(t testing.TB, cfg *config.Config) *testProxy {
 		}
 		pools[pc.Name] = p
 	}
-	px, err := New(cfg, pools, nil)
+	px, err := newEngine(cfg, pools, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	tp := &testProxy{Proxy: px, addr: ln.Addr().String(), pools: pools, done: make(chan error, 1)}
+	tp := &testProxy{engine: px, addr: ln.Addr().String(), pools: pools, done: make(chan error, 1)}
 	go func() { tp.done <- px.Serve(cfg.Listeners[0].Name, ln) }()
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

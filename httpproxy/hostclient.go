@@ -2,6 +2,7 @@ package httpproxy
 
 import (
 	"bufio"
+	"crypto/tls"
 	"math"
 	"net"
 	"sync"
@@ -10,6 +11,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"ballast/config"
+	"ballast/tlsconf"
 	"ballast/upstream"
 )
 
@@ -101,3 +103,27 @@ func releaseWriter(bw *bufio.Writer) {
 // neverRetry keeps fasthttp from re-sending a request on its own: whether a request may be
 // sent again depends on what the backend may have received, which only the proxy tracks.
 func neverRetry(*fasthttp.Request, int, error) (resetTimeout, retry bool) { return false, false }
+
+// backendTLS is the client TLS configuration for HTTP/1.1 to backend b of a pool with tls
+// (ALPN http/1.1), or nil when the pool has none. An error (a CA or client certificate file
+// that cannot be read) makes every dial fail rather than fall back to cleartext; the HTTP/2
+// engine's attacher reports it and refuses the configuration.
+func backendTLS(pc *config.Pool, b *upstream.Backend) (*tls.Config, error) {
+	if pc.TLS == nil {
+		return nil, nil
+	}
+	return tlsconf.Backend(pc.TLS, b.Address, []string{tlsconf.ALPNHTTP1})
+}
+
+// handshake runs the client TLS handshake on a fresh backend connection within timeout.
+// TLS connections are read and written through crypto/tls, without the raw-I/O fast path.
+func handshake(c net.Conn, cfg *tls.Config, timeout time.Duration) (net.Conn, error) {
+	tc := tls.Client(c, cfg)
+	_ = c.SetDeadline(time.Now().Add(timeout))
+	if err := tc.Handshake(); err != nil {
+		_ = c.Close()
+		return nil, err
+	}
+	_ = c.SetDeadline(time.Time{})
+	return tc, nil
+}

@@ -87,6 +87,8 @@ func sockConnOf(c net.Conn) *sockio.Conn {
 			return x
 		case *countedConn:
 			c = x.Conn
+		case *headConn:
+			c = x.Conn
 		default:
 			return nil
 		}

@@ -1,34 +1,32 @@
 package httpproxy
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"math"
 	"net"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/valyala/fasthttp"
 
-	"ballast/accesslog"
-	"ballast/balance"
 	"ballast/config"
+	"ballast/httpcore"
 	"ballast/sockio"
 	"ballast/upstream"
 )
 
-// Proxy is the L7 request path: it routes each request to a pool, forwards it to a backend
-// of that pool and relays the answer. Build it with New, serve listeners with Serve, install
-// reloaded configurations with Swap and stop it with Shutdown.
+// Proxy is the HTTP/1 engine: it serves HTTP/1.x connections with fasthttp and runs each
+// request through package httpcore (routes, policy, forwarding rules, retry decisions, the
+// access log), forwarding it to a backend over this engine's own keep-alive connections.
+// Build it with New over the instance's httpcore.Core, serve listeners with Serve and stop it
+// with Shutdown; the core's Swap installs configurations.
 type Proxy struct {
-	table  atomic.Pointer[table]
+	core   *httpcore.Core
 	logger *slog.Logger
-	access accesslog.Switch // the access log; holds none when logging.access is off
 
 	mu      sync.Mutex // guards servers, pollers and closed; never taken on the request path
 	servers []*fasthttp.Server
@@ -46,278 +44,38 @@ type Proxy struct {
 	tunnels sync.WaitGroup // upgraded connections being relayed
 }
 
-// table is one immutable configuration: routes resolved to pool states. Requests load it once
-// and use it to the end, so a Swap never changes a request that already started.
-type table struct {
-	cfg       *config.Config
-	routes    []route
-	listeners map[string]*config.Listener
-	access    bool
-	needPath  bool // some route has a path prefix: requests must compute their path
-
-	pol *tablePolicy // traffic policy; nil when no listener, route or log needs one (policy.go)
-}
-
-// route is a config.Route resolved to its pool.
-type route struct {
-	listener string
-	host     []byte // lower case, no port; empty = any
-	prefix   []byte
-	ps       *poolState
-	pol      *routePolicy // nil when the route has no policy (policy.go)
-}
-
-// poolState is what the request path needs to know about one pool, prepared once per table.
-type poolState struct {
-	name           string
-	pool           *upstream.Pool
-	needsKey       bool
-	carp           bool
-	hashSource     string
-	hashName       string
-	attempts       int
-	nonIdempotent  bool
-	hedgeDelay     time.Duration
-	maxHedges      int
-	respTimeout    time.Duration
-	connectTimeout time.Duration
-	include5xx     bool
-	maxIdle        int // keepalive.max_idle: idle connections kept per backend
-	maxRequests    int // keepalive.max_requests: requests per backend connection, 0 = unlimited
-	budget         *retryBudget
-	counters       *poolCounters
-
-	sticky *sticky // cookie insertion; nil when off (sticky.go)
-}
-
-// poolCounters are what the HTTP plane counts per pool, for the metrics. Like the retry
-// budget they belong to the pool's name and survive reloads.
-type poolCounters struct{ retries, hedges atomic.Uint64 }
-
-// backendSlot is the HTTP plane's attachment slot on upstream backends.
+// backendSlot is the HTTP/1 engine's attachment slot on upstream backends.
 var backendSlot = upstream.NewSlot()
 
-// backendState is what the HTTP plane keeps per backend. It is attached to the
-// upstream.Backend (Pool.Attach), so its connections and counters survive reloads.
+// backendState is what the HTTP/1 engine keeps per backend: its keep-alive connections. It is
+// attached to the upstream.Backend (Pool.Attach), so they survive reloads.
 type backendState struct {
-	hc       *fasthttp.HostClient
-	statuses [6]atomic.Uint64 // by status class; 0 = no valid response
+	hc *fasthttp.HostClient
 }
 
-// stateOf is b's HTTP state; every backend of a pool in a table has one (newPoolState).
+// stateOf is b's HTTP/1 state; every backend of a pool the core serves has one.
 func stateOf(b *upstream.Backend) *backendState {
 	s, _ := b.Attachment(backendSlot).(*backendState)
 	return s
 }
 
-// countStatus counts one response by its status class (1xx…5xx); anything else, including
-// 0 for "no response", counts in class 0.
-func countStatus(b *upstream.Backend, code int) {
-	c := code / 100
-	if c < 1 || c > 5 {
-		c = 0
-	}
-	if s := stateOf(b); s != nil {
-		s.statuses[c].Add(1)
-	}
-}
-
-// Responses returns b's responses by status class: index 1..5 are the classes, 0 the requests
-// that got no valid response.
-func (p *Proxy) Responses(b *upstream.Backend) [6]uint64 {
-	var out [6]uint64
-	if s := stateOf(b); s != nil {
-		for i := range out {
-			out[i] = s.statuses[i].Load()
-		}
-	}
-	return out
-}
-
-// PoolCounters returns how many requests of the named pool were retried on another backend
-// and how many hedged copies were sent, since the pool first appeared.
-func (p *Proxy) PoolCounters(pool string) (retries, hedges uint64) {
-	for _, r := range p.table.Load().routes {
-		if r.ps != nil && r.ps.name == pool { // a redirect route has no pool
-			return r.ps.counters.retries.Load(), r.ps.counters.hedges.Load()
-		}
-	}
-	return 0, 0
-}
-
-// New builds a Proxy for cfg. pools maps every pool name the routes use to its pool; New
-// attaches a keep-alive client to each backend that has none before any request runs.
-// logger receives the error log, and the access log when cfg.Logging.Access is on; nil
-// discards both.
-func New(cfg *config.Config, pools map[string]*upstream.Pool, logger *slog.Logger) (*Proxy, error) {
+// New builds the HTTP/1 engine over core. It attaches a keep-alive client to every backend of
+// every pool the core's tables use (from the next Swap on). logger receives the error log;
+// nil discards it.
+func New(core *httpcore.Core, logger *slog.Logger) *Proxy {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	p := &Proxy{logger: logger}
-	t, err := buildTable(cfg, pools, nil)
-	if err != nil {
-		return nil, err
-	}
-	if err := p.access.Set(cfg.Logging); err != nil {
-		return nil, err
-	}
-	p.table.Store(t)
-	startCoarseClock()
-	return p, nil
+	p := &Proxy{core: core, logger: logger}
+	core.Attach(attachHostClients)
+	return p
 }
 
-// Swap installs a reloaded configuration atomically. Requests already running finish with the
-// routes and pools they started with; listener options (timeouts, TLS, header limits) are
-// fixed when Serve starts and do not change, but expose_backend and routes do. Backends that
-// keep their identity keep their attachment and so their idle connections and counters.
-func (p *Proxy) Swap(cfg *config.Config, pools map[string]*upstream.Pool) error {
-	t, err := buildTable(cfg, pools, p.table.Load())
-	if err != nil {
-		return err
-	}
-	if err := p.access.Set(cfg.Logging); err != nil {
-		return err
-	}
-	p.table.Store(t)
-	return nil
-}
-
-func buildTable(cfg *config.Config, pools map[string]*upstream.Pool, prev *table) (*table, error) {
-	if cfg == nil {
-		return nil, errors.New("httpproxy: nil config")
-	}
-	t := &table{cfg: cfg, listeners: make(map[string]*config.Listener), access: cfg.Logging.Access}
-	for i := range cfg.Listeners {
-		t.listeners[cfg.Listeners[i].Name] = &cfg.Listeners[i]
-	}
-	states := make(map[string]*poolState)
-	for i := range cfg.Pools {
-		pc := &cfg.Pools[i]
-		pool := pools[pc.Name]
-		if pool == nil {
-			continue
-		}
-		ps, err := newPoolState(pc, pool, prev)
-		if err != nil {
-			return nil, err
-		}
-		states[pc.Name] = ps
-	}
-	for _, r := range cfg.Routes {
-		ps := states[r.Pool]
-		if ps == nil && r.Redirect == nil { // a redirect route has no pool (policy.go)
-			return nil, fmt.Errorf("httpproxy: route %s%s uses pool %q, which is not configured or has no pool", r.Host, r.PathPrefix, r.Pool)
-		}
-		if r.Listener != "" && t.listeners[r.Listener] == nil {
-			return nil, fmt.Errorf("httpproxy: route %s%s names unknown listener %q", r.Host, r.PathPrefix, r.Listener)
-		}
-		host, _, _ := splitHostPort(strings.ToLower(r.Host))
-		t.routes = append(t.routes, route{listener: r.Listener, host: []byte(host), prefix: []byte(r.PathPrefix), ps: ps})
-		t.needPath = t.needPath || r.PathPrefix != ""
-	}
-	if err := compilePolicy(cfg, t, prev); err != nil { // policy.go
-		return nil, err
-	}
-	return t, nil
-}
-
-func newPoolState(pc *config.Pool, pool *upstream.Pool, prev *table) (*poolState, error) {
-	ps := &poolState{
-		name:           pc.Name,
-		pool:           pool,
-		hashSource:     pc.HashKey.Source,
-		hashName:       pc.HashKey.Name,
-		attempts:       pc.Retries.Attempts,
-		nonIdempotent:  pc.Retries.NonIdempotent,
-		hedgeDelay:     pc.Hedge.Delay.Duration,
-		maxHedges:      pc.Hedge.MaxHedges,
-		respTimeout:    config.Or(pc.Timeouts.Response.Duration, config.DefaultResponseTimeout),
-		connectTimeout: config.Or(pc.Timeouts.Connect.Duration, config.DefaultConnectTimeout),
-		include5xx:     pc.Outlier.Include5xx,
-		maxIdle:        pc.KeepAlive.MaxIdle,
-		maxRequests:    pc.KeepAlive.MaxRequests,
-	}
-	if ps.attempts <= 0 {
-		ps.attempts = 1
-	}
-	ps.attempts = min(ps.attempts, config.MaxAttempts)
-	if ps.hedgeDelay > 0 && ps.maxHedges <= 0 {
-		ps.maxHedges = config.DefaultMaxHedges
-	}
-	ps.maxHedges = min(ps.maxHedges, config.MaxHedges)
-	if a, err := balance.Lookup(pc.Balancer); err == nil {
-		ps.needsKey = a.Caps.NeedsKey
-		ps.carp = a.Name == "carp"
-	}
-	// The retry budget and the counters survive a reload of the same pool, so a reload does
-	// not refill the budget nor reset the metrics.
-	if prev != nil {
-		for _, r := range prev.routes {
-			if r.ps != nil && r.ps.name == pc.Name { // a redirect route has no pool
-				ps.budget, ps.counters = r.ps.budget, r.ps.counters
-				break
-			}
-		}
-	}
-	if ps.budget == nil || ps.budget.ratio != budgetRatio(pc) {
-		ps.budget = newRetryBudget(budgetRatio(pc))
-	}
-	if ps.counters == nil {
-		ps.counters = new(poolCounters)
-	}
-	ps.sticky = newSticky(pc, pool) // sticky.go
+// attachHostClients gives every backend of pool a keep-alive client for pc (httpcore.Attacher).
+func attachHostClients(pc *config.Pool, pool *upstream.Pool) error {
 	pcopy := *pc
 	pool.Attach(backendSlot, func(b *upstream.Backend) any { return &backendState{hc: newHostClient(&pcopy, b)} })
-	return ps, nil
-}
-
-// budgetRatio is retries.budget as configured: config fills the default when the key is left
-// out, so a 0 here was written and means no retries or hedges at all.
-func budgetRatio(pc *config.Pool) float64 { return pc.Retries.Budget }
-
-// match returns the first route for listener, host and path, or nil.
-func (t *table) match(listener string, host, path []byte) *route {
-	for i := range t.routes {
-		r := &t.routes[i]
-		if r.listener != "" && r.listener != listener {
-			continue
-		}
-		if len(r.host) > 0 && !hostEqual(host, r.host) {
-			continue
-		}
-		if !bytes.HasPrefix(path, r.prefix) {
-			continue
-		}
-		return r
-	}
 	return nil
-}
-
-// hostEqual compares a Host header (any case, optional port) with a lower-case route host.
-func hostEqual(hdr, want []byte) bool {
-	if i := bytes.LastIndexByte(hdr, ':'); i >= 0 && bytes.IndexByte(hdr[i:], ']') < 0 {
-		hdr = hdr[:i]
-	}
-	if len(hdr) != len(want) {
-		return false
-	}
-	for i := range hdr {
-		c := hdr[i]
-		if 'A' <= c && c <= 'Z' {
-			c += 'a' - 'A'
-		}
-		if c != want[i] {
-			return false
-		}
-	}
-	return true
-}
-
-func splitHostPort(hp string) (host, port string, err error) {
-	if h, p, err := net.SplitHostPort(hp); err == nil {
-		return h, p, nil
-	}
-	return hp, "", nil
 }
 
 // listenerState is what one served listener's handler needs besides the table.
@@ -332,37 +90,41 @@ type listenerState struct {
 	// connections (idlepark.go), nil for TLS listeners and off Linux.
 	maxRequests int
 	poller      *sockio.Poller
-	wakeq       chan net.Conn                 // woken connections for idle wake workers (idlepark.go)
-	cached      atomic.Pointer[listenerTable] // this listener's view of the current table
+	wakeq       chan net.Conn                // woken connections for idle wake workers (idlepark.go)
+	cached      atomic.Pointer[listenerView] // this listener in the current table
 }
 
-// listenerTable caches per-table facts about one listener, so requests skip a map lookup.
-type listenerTable struct {
-	t      *table
-	expose bool
-	pol    *listenerPolicy // policy.go
+// listenerView is the listener in one table, cached so requests skip a map lookup.
+type listenerView struct {
+	t *httpcore.Table
+	l *httpcore.Listener
 }
 
-// expose reports whether this listener adds X-Ballast-Backend under table t.
-func (ls *listenerState) expose(t *table) bool {
-	if c := ls.cached.Load(); c != nil && c.t == t {
-		return c.expose
+// view returns the current table and this listener in it.
+func (ls *listenerState) view() *listenerView {
+	t := ls.proxy.core.Table()
+	if v := ls.cached.Load(); v != nil && v.t == t {
+		return v
 	}
-	c := &listenerTable{t: t}
-	if l := t.listeners[ls.name]; l != nil {
-		c.expose = l.ExposeBackend
+	v := &listenerView{t: t, l: t.Listener(ls.name)}
+	if v.l == nil { // a listener a reload removed: its last connections keep its old settings
+		if old := ls.cached.Load(); old != nil {
+			return old
+		}
 	}
-	if t.pol != nil {
-		c.pol = t.pol.listeners[ls.name]
-	}
-	ls.cached.Store(c)
-	return c.expose
+	ls.cached.Store(v)
+	return v
 }
 
 // Serve accepts connections on ln until Shutdown, serving them as the configured listener
 // named listener (its timeouts, header limit, TLS and routes). It returns nil after Shutdown.
 func (p *Proxy) Serve(listener string, ln net.Listener) error {
-	lc := p.table.Load().listeners[listener]
+	var lc *config.Listener
+	if t := p.core.Table(); t != nil {
+		if l := t.Listener(listener); l != nil {
+			lc = l.Conf
+		}
+	}
 	if lc == nil {
 		_ = ln.Close()
 		return fmt.Errorf("httpproxy: no configured listener %q", listener)
@@ -377,9 +139,9 @@ func (p *Proxy) Serve(listener string, ln net.Listener) error {
 	readHdr := config.Or(lc.ReadHeaderTimeout.Duration, config.DefaultReadHeaderTimeout)
 	srv := &fasthttp.Server{
 		Handler:                      ls.handle,
-		ErrorHandler:                 p.errorHandler,
+		ErrorHandler:                 ls.errorHandler,
 		HeaderReceived:               ls.headerReceived,
-		Name:                         "ballast",
+		ExpectHandler:                ls.expect,
 		NoDefaultServerHeader:        true,
 		NoDefaultDate:                true,
 		NoDefaultContentType:         true,
@@ -411,10 +173,12 @@ func (p *Proxy) Serve(listener string, ln net.Listener) error {
 		}
 	}
 	p.mu.Unlock()
-	_, tlsDone := ln.(tlsTerminated)   // a TLS front (server) already terminated TLS
+	_, behindFront := ln.(fronted)     // the server's front terminated TLS and counted the connection
 	ln = sockio.Listener{Listener: ln} // client sockets read and written with raw calls: see sockio.IO
-	// Policy: max_conns_per_client (ratelimit.go).
-	ln = ls.limitConns(ln)
+	ln = headListener{ln}              // heads ended by a bare LF are taken (bareLF.go)
+	if !behindFront {
+		ln = connLimitListener{Listener: ln, core: p.core, listener: ls.name} // max_conns_per_client
+	}
 	if ls.poller != nil {
 		ln = parkListener{Listener: ln, ls: ls} // idle keep-alive connections without a goroutine (idlepark.go)
 		srv.Handler = ls.handleAndPark
@@ -423,7 +187,7 @@ func (p *Proxy) Serve(listener string, ln net.Listener) error {
 		// idle connections hold no stacks there (fasthttp's default keeps it 10 s).
 		srv.MaxIdleWorkerDuration = parkAfter
 	}
-	if lc.TLS != nil && !tlsDone {
+	if lc.TLS != nil && !behindFront {
 		err = srv.ServeTLS(ln, lc.TLS.Cert, lc.TLS.Key)
 	} else {
 		err = srv.Serve(ln)
@@ -441,13 +205,9 @@ func (p *Proxy) Serve(listener string, ln net.Listener) error {
 // and upgraded tunnels finish or ctx ends. Serve calls return nil.
 func (p *Proxy) Shutdown(ctx context.Context) error {
 	p.mu.Lock()
-	first := !p.closed
 	p.closed = true
 	servers, pollers := p.servers, p.pollers
 	p.mu.Unlock()
-	if first {
-		defer stopCoarseClock()
-	}
 	// Parked connections are idle: close them, and park no more, before the servers wait for
 	// the active ones.
 	p.stopping.Store(true)

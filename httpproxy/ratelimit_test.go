@@ -2,7 +2,6 @@ package httpproxy
 
 import (
 	"bufio"
-	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -63,21 +62,6 @@ func TestRateLimit(t *testing.T) {
 	waitFor(t, "key a to refill", func() bool { return key("a") == 200 })
 }
 
-// TestLimiterBoundedMemory: however many keys, a limiter keeps at most max_keys buckets, and
-// a key evicted or forgotten starts again with a full burst.
-func TestLimiterBoundedMemory(t *testing.T) {
-	l := newLimiter(&config.RateLimit{Rate: 1, Burst: 2, Key: "source_ip", MaxKeys: 640})
-	for i := range 100000 {
-		l.allow([]byte(strconv.Itoa(i)))
-	}
-	if n := l.size(); n > 640 {
-		t.Fatalf("%d buckets, want at most 640", n)
-	}
-	if ok, _ := l.allow([]byte("fresh")); !ok {
-		t.Error("a new key was refused")
-	}
-}
-
 // TestConnsPerClient: a client over listeners[].max_conns_per_client has its extra
 // connection closed unanswered; closing one lets the next in.
 func TestConnsPerClient(t *testing.T) {
@@ -114,22 +98,6 @@ func TestConnsPerClient(t *testing.T) {
 	}
 	a.Close()
 	waitFor(t, "a place to free up", func() bool { return served(dial()) })
-}
-
-func BenchmarkLimiterAllow(b *testing.B) {
-	l := newLimiter(&config.RateLimit{Rate: 1e6, Burst: 1e6, Key: "source_ip", MaxKeys: 100000})
-	keys := make([][]byte, 1024)
-	for i := range keys {
-		keys[i] = []byte(fmt.Sprintf("a10.0.%d.%d", i/256, i%256))
-	}
-	b.ReportAllocs()
-	b.RunParallel(func(pb *testing.PB) {
-		i := 0
-		for pb.Next() {
-			l.allow(keys[i%len(keys)])
-			i++
-		}
-	})
 }
 
 // TestLimiterSurvivesReload: a reload that keeps a route's rate limit keeps its buckets (no

@@ -18,6 +18,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
+	"ballast/httpcore"
 	"ballast/upstream"
 )
 
@@ -299,17 +300,17 @@ func FuzzReplaySafety(f *testing.F) {
 	errs := []error{io.EOF, syscall.ECONNRESET, syscall.EPIPE, os.ErrDeadlineExceeded,
 		errors.New("malformed"), io.ErrUnexpectedEOF, net.ErrClosed}
 	f.Fuzz(func(t *testing.T, method string, which uint8, reused, wrote, nonIdempotent bool) {
-		var h fasthttp.RequestHeader
-		h.SetMethod(method)
-		a := &attempt{reused: reused, wrote: wrote}
+		a := &attempt{}
+		a.o.Reused, a.o.Sent = reused, wrote
 		a.classify(errs[int(which)%len(errs)], reused)
-		ps := &poolState{nonIdempotent: nonIdempotent}
-		replay := retryFresh(a, &h) || ps.retryable(a, &h, true)
-		if wrote && replay && !idempotent(&h) {
-			t.Fatalf("%s that was sent, failing as %v, would be replayed", method, a.class)
+		ps := &httpcore.Pool{NonIdempotent: nonIdempotent}
+		idem := httpcore.Idempotent([]byte(method))
+		replay := a.o.Fresh(idem) || ps.Retryable(&a.o, idem, true)
+		if wrote && replay && !idem {
+			t.Fatalf("%s that was sent, failing as %v, would be replayed", method, a.o.Failure)
 		}
-		if !wrote && reused && a.class != errStale && a.class != errTimeout && a.class != errBadGateway {
-			t.Fatalf("nothing sent on a pooled connection, yet class %v", a.class)
+		if !wrote && reused && a.o.Failure != httpcore.Stale && a.o.Failure != httpcore.Timeout && a.o.Failure != httpcore.BadGateway {
+			t.Fatalf("nothing sent on a pooled connection, yet failure %v", a.o.Failure)
 		}
 	})
 }

@@ -69,17 +69,3 @@ pools:
 		})
 	}
 }
-
-// The budget itself: a ratio of 0 spends nothing, not even the per-second floor.
-func TestRetryBudgetZeroSpendsNothing(t *testing.T) {
-	b := newRetryBudget(0)
-	for range 100 {
-		b.request(1000)
-	}
-	if b.spend(1000) {
-		t.Fatal("a budget of 0 allowed a retry")
-	}
-	if c := newRetryBudget(0.2); !c.spend(1000) {
-		t.Fatal("a budget of 0.2 allowed no retry at all (the floor)")
-	}
-}

@@ -78,27 +78,3 @@ func TestStickyCookie(t *testing.T) {
 		t.Errorf("forged cookie: Set-Cookie %q, want a fresh one", set)
 	}
 }
-
-func TestParseToken(t *testing.T) {
-	for _, tc := range []struct {
-		in string
-		ok bool
-	}{{"0123456789abcdef", true}, {"0123456789ABCDEF", false}, {"0123456789abcde", false}, {"0123456789abcdef0", false}, {"", false}, {"g123456789abcdef", false}} {
-		if _, ok := parseToken([]byte(tc.in)); ok != tc.ok {
-			t.Errorf("parseToken(%q) ok=%v, want %v", tc.in, ok, tc.ok)
-		}
-	}
-}
-
-// FuzzParseToken: any cookie value is either refused or round-trips to itself.
-func FuzzParseToken(f *testing.F) {
-	f.Add([]byte("0123456789abcdef"))
-	f.Add([]byte("ffffffffffffffff"))
-	f.Add([]byte("-123456789abcdef"))
-	f.Fuzz(func(t *testing.T, v []byte) {
-		n, ok := parseToken(v)
-		if ok && string(appendHex16(nil, n)) != string(v) {
-			t.Fatalf("parseToken(%q) = %x", v, n)
-		}
-	})
-}

@@ -3,21 +3,7 @@ package httpproxy
 import (
 	"io"
 	"sync"
-
-	"github.com/valyala/fasthttp"
 )
-
-// bodyError answers a request whose body could not be read before it was forwarded: 408 when
-// the client was too slow (the body timeout, see bodyProgress), 400 otherwise. Either way the
-// connection closes, since the rest of the body is still on it.
-func bodyError(ctx *fasthttp.RequestCtx, err error) {
-	if isTimeout(err) {
-		ctx.Error("ballast: request body too slow\n", fasthttp.StatusRequestTimeout)
-	} else {
-		ctx.Error("ballast: reading the request body failed\n", fasthttp.StatusBadRequest)
-	}
-	ctx.SetConnectionClose()
-}
 
 // relayBufSize is how much of a streamed response body the relay gathers before writing it.
 const relayBufSize = 16 << 10

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"ballast/httpcore"
 )
 
 // This file holds an HTTP/1.1 request framer written from RFC 9112 independently of fasthttp,
@@ -63,7 +65,7 @@ func readStrict(b []byte, lenient bool) (r strictReq, n int, err error) {
 		}
 	}
 	parts := bytes.Split(rl, []byte{' '})
-	if len(parts) != 3 || !isToken(parts[0]) || len(parts[1]) == 0 {
+	if len(parts) != 3 || !httpcore.IsToken(parts[0]) || len(parts[1]) == 0 {
 		return r, 0, errInvalid
 	}
 	for _, c := range parts[1] {
@@ -131,7 +133,7 @@ func readFields(line func() ([]byte, error), f func(name, value []byte)) error {
 			return nil
 		}
 		colon := bytes.IndexByte(l, ':')
-		if colon <= 0 || !isToken(l[:colon]) {
+		if colon <= 0 || !httpcore.IsToken(l[:colon]) {
 			return errInvalid // includes obs-fold: a line starting with SP or HT
 		}
 		v := bytes.Trim(l[colon+1:], " \t")

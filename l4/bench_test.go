@@ -5,6 +5,8 @@ import (
 	"net"
 	"net/netip"
 	"testing"
+
+	"ballast/sockio"
 )
 
 // BenchmarkUDPDatagram is the per-datagram path of an existing flow: the flow lookup, the
@@ -25,18 +27,25 @@ func BenchmarkUDPDatagram(b *testing.B) {
 	}()
 	pool := newPool(b, "u", "leastconn", 0, 0, sink.LocalAddr().String())
 	p := NewUDP(UDPOptions{}, pool)
-	front, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	listener, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer front.Close()
-	local := front.LocalAddr().(*net.UDPAddr).AddrPort()
+	defer listener.Close()
+	fd, family, err := sockio.DupUDP(listener)
+	if err != nil {
+		b.Fatal(err)
+	}
+	fr := &front{fd: fd, family: family}
+	fr.ref.acquire()
+	defer fr.ref.release(fd)
+	local := listener.LocalAddr().(*net.UDPAddr).AddrPort()
 	client := netip.MustParseAddrPort("127.0.0.1:40000")
 	msg := make([]byte, 64)
-	p.forward(front, local, client, msg) // creates the flow
+	p.forward(fr, local, client, msg) // creates the flow
 	b.ReportAllocs()
 	for b.Loop() {
-		p.forward(front, local, client, msg)
+		p.forward(fr, local, client, msg)
 	}
 	b.StopTimer()
 	if p.Stats().Created != 1 {

@@ -45,6 +45,8 @@ type Route struct {
 
 // TCPOptions are one TCP listener's settings.
 type TCPOptions struct {
+	// Name is the listener's, for the access log.
+	Name string
 	// ConnectTimeout bounds one connect to a backend.
 	ConnectTimeout time.Duration
 	// ConnectAttempts bounds the backends tried for one connection (at most config.MaxAttempts).
@@ -81,11 +83,22 @@ func (o TCPOptions) withDefaults() TCPOptions {
 
 // UDPOptions are one UDP listener's settings.
 type UDPOptions struct {
+	// Name is the listener's, for the access log.
+	Name string
 	// IdleTimeout ends a flow after this long without a datagram either way.
 	IdleTimeout time.Duration
 	// MaxFlows caps the live flows; datagrams that would start another are dropped and counted.
+	// The process's descriptor budget for flows (shared by every UDP listener) caps it too.
 	MaxFlows int
-	Key      Key
+	// NewFlowRate bounds the flows started per second, NewFlowBurst at once (0: the
+	// defaults; a negative rate: no bound); datagrams that would start more are dropped and
+	// counted, so that a flood of new clients leaves the read loop to the established flows.
+	NewFlowRate  int
+	NewFlowBurst int
+	// Persistence, when > 0, keeps a client address on the backend its last flow used for this
+	// long after that flow started (LVS -p), while the backend takes pinned traffic.
+	Persistence time.Duration
+	Key         Key
 }
 
 func (o UDPOptions) withDefaults() UDPOptions {
@@ -94,6 +107,15 @@ func (o UDPOptions) withDefaults() UDPOptions {
 	}
 	if o.MaxFlows <= 0 {
 		o.MaxFlows = config.DefaultMaxFlows
+	}
+	switch {
+	case o.NewFlowRate == 0:
+		o.NewFlowRate = config.DefaultNewFlowRate
+	case o.NewFlowRate < 0:
+		o.NewFlowRate = 0 // unlimited
+	}
+	if o.NewFlowBurst <= 0 {
+		o.NewFlowBurst = max(o.NewFlowRate, 1)
 	}
 	return o
 }

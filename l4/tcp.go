@@ -106,6 +106,11 @@ type Stats struct {
 	IdleClosed uint64
 	// Retries counts connect attempts after the first (a refused or timed-out backend).
 	Retries uint64
+	// OutOfDescriptors counts connections closed because the proxy had no descriptor for the
+	// backend socket (also counted in NoBackend; never held against the backend).
+	OutOfDescriptors uint64
+	// Terminations counts ended connections by termination state (term.go: "--", "SD"...).
+	Terminations map[string]uint64
 }
 
 // TCP is a layer-4 TCP proxy for one listener's routes.
@@ -118,12 +123,15 @@ type TCP struct {
 	counters sync.Map // *upstream.Backend → *backendCounters
 
 	accepted, proxyRefused, noRoute, noBackend, idleClosed, retries atomic.Uint64
+	outOfFDs                                                        atomic.Uint64
+	terms                                                           terms
+	access                                                          accessSwitch
 	proxyFrom                                                       atomic.Pointer[proxyproto.Trust]
 	active                                                          atomic.Int64
 
 	// mu guards listeners; it is taken by Serve and Shutdown only.
 	mu        sync.Mutex
-	listeners map[net.Listener]*sockio.Acceptor
+	listeners map[net.Listener]func() // each one's stop: closes its Acceptor or RelayListener
 	// The drain registry: open client connections, sharded so that accepting and closing
 	// connections take no listener-wide lock. open counts them; drained is closed when open
 	// reaches 0 after Shutdown began.
@@ -153,6 +161,21 @@ type tcpConn struct {
 	fd     int
 	bfd    atomic.Int64 // the backend's descriptor; -1 = none yet
 	killed atomic.Bool
+
+	// For the termination state and the access-log line, written by the connection's own
+	// goroutine, then by the relay (res) before Done.
+	peer  netip.AddrPort
+	start time.Time
+	pool  string
+	// tried and attempted are the backends and connects an inline attempt used (inline).
+	shard     sockio.RelayShard // the relay shard that accepted it, if one did
+	tried     balance.Tried
+	attempted int
+	failed    term // why the last connect failed
+	backend   *upstream.Backend
+	connect   time.Duration
+	retries   int
+	res       sockio.RelayResult
 }
 
 // kill ends the connection for Shutdown: it shuts both sockets down, which ends a read or a
@@ -173,7 +196,7 @@ const acceptBatch = 64
 func NewTCP(opts TCPOptions, t *Table) *TCP {
 	p := &TCP{
 		opts:      opts.withDefaults(),
-		listeners: make(map[net.Listener]*sockio.Acceptor),
+		listeners: make(map[net.Listener]func()),
 		drained:   make(chan struct{}),
 	}
 	for i := range p.registry {
@@ -204,23 +227,18 @@ func (p *TCP) Serve(ln net.Listener) error {
 	if !ok {
 		return errors.New("l4: the listener lends no descriptor")
 	}
+	if rl, err := p.relay.Listen(sc, p.acceptOn); err == nil {
+		return p.serveInRelay(ln, sc, rl)
+	}
 	acc, err := sockio.NewAcceptor(sc)
 	if err != nil {
 		return err
 	}
 	defer acc.Close()
-	p.mu.Lock()
-	if p.closing.Load() {
-		p.mu.Unlock()
+	if !p.register(ln, func() { _ = acc.Close() }) {
 		return ErrClosed
 	}
-	p.listeners[ln] = acc
-	p.mu.Unlock()
-	defer func() {
-		p.mu.Lock()
-		delete(p.listeners, ln)
-		p.mu.Unlock()
-	}()
+	defer p.unregister(ln)
 	var backoff time.Duration
 	for {
 		err := acc.Accept(acceptBatch, p.accept)
@@ -242,15 +260,151 @@ func (p *TCP) Serve(ln net.Listener) error {
 	}
 }
 
+// serveInRelay waits while the relay's shards accept ln's connections themselves (see
+// sockio.RelayListener: no acceptor goroutine wakes per connection), until Shutdown, or ln is
+// found closed (checked every second: a closed socket leaves the epoll sets without an
+// event).
+func (p *TCP) serveInRelay(ln net.Listener, sc syscall.Conn, rl *sockio.RelayListener) error {
+	defer rl.Close()
+	if !p.register(ln, rl.Close) {
+		return ErrClosed
+	}
+	defer p.unregister(ln)
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return err
+	}
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-rl.Done():
+			if p.closing.Load() {
+				return ErrClosed
+			}
+			return net.ErrClosed
+		case <-tick.C:
+			if err := rc.Control(func(uintptr) {}); err != nil {
+				if p.closing.Load() {
+					return ErrClosed
+				}
+				return err
+			}
+		}
+	}
+}
+
+// register records a listener's stop for Shutdown; false once shutting down.
+func (p *TCP) register(ln net.Listener, stop func()) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closing.Load() {
+		return false
+	}
+	p.listeners[ln] = stop
+	return true
+}
+
+func (p *TCP) unregister(ln net.Listener) {
+	p.mu.Lock()
+	delete(p.listeners, ln)
+	p.mu.Unlock()
+}
+
 // accept takes an accepted client connection into the registry and serves it.
-func (p *TCP) accept(fd int, peer netip.AddrPort) {
+func (p *TCP) accept(fd int, peer netip.AddrPort) { p.acceptOn(fd, peer, sockio.RelayShard{}) }
+
+// acceptOn is accept for a connection a relay shard accepted: its pair waits in that shard.
+func (p *TCP) acceptOn(fd int, peer netip.AddrPort, shard sockio.RelayShard) {
 	tc, id, ok := p.track(fd)
 	if !ok {
 		sockio.Close(fd)
 		return
 	}
+	tc.peer, tc.start, tc.shard = peer, time.Now(), shard
 	p.accepted.Add(1)
-	go p.handle(tc, id, peer)
+	p.active.Add(1)
+	if !p.inline(tc, id) {
+		go p.handle(tc, id)
+	}
+}
+
+// inline takes a connection to the relay from the acceptor's goroutine, without one of its
+// own, when nothing on the way can wait: no handshake to read, a route without persistence,
+// PROXY header or 5-tuple key, a free slot (TryAcquire), an IP backend whose connect completes
+// inside the connect calls (loopback and local networks). Sparing the goroutine spares the
+// scheduler's wake-ups, most of what a short connection cost in user space. It reports false,
+// having changed nothing, when handle must serve the connection instead; a connect still in
+// progress is finished by a goroutine (finishConnect).
+func (p *TCP) inline(tc *tcpConn, id uint64) bool {
+	t := p.table.Load()
+	if p.opts.AcceptProxy || t.needSNI {
+		return false
+	}
+	r := t.route("")
+	if r == nil || r.Persistence > 0 || r.SendProxy != 0 || r.Key == KeyFlow {
+		return false
+	}
+	b, err := r.Pool.TryAcquire(uint64(balance.SourceHash(tc.peer.Addr())), balance.Tried{})
+	if err != nil {
+		return false // busy (the queue) or none usable: handle decides and counts
+	}
+	ap, ok := b.AddrPort()
+	if !ok {
+		r.Pool.Cancel(b) // a host name: handle dials through the resolver
+		return false
+	}
+	tc.pool = r.Pool.Name
+	start := time.Now()
+	fd, c, err := sockio.DialStart(ap)
+	switch {
+	case c != nil:
+		go p.finishConnect(tc, id, r, b, c, start)
+	case err == nil:
+		if why, ok := p.relayUp(tc, id, r, b, fd, time.Since(start), netip.AddrPort{}, netip.AddrPort{}, nil); !ok {
+			p.closeEarly(tc, id, why)
+		}
+	case sockio.OutOfDescriptors(err):
+		r.Pool.Cancel(b)
+		p.outOfFDs.Add(1)
+		p.noBackend.Add(1)
+		p.closeEarly(tc, id, termResource)
+	default:
+		p.connectFailed(tc, r, b, time.Since(start), err)
+		go p.handle(tc, id) // the other attempts
+	}
+	return true
+}
+
+// finishConnect waits for an inline connect in progress, then relays, or tries the other
+// attempts as handle does.
+func (p *TCP) finishConnect(tc *tcpConn, id uint64, r *Route, b *upstream.Backend, c *sockio.Connecting, start time.Time) {
+	timeout := p.opts.ConnectTimeout
+	if r.ConnectTimeout > 0 {
+		timeout = r.ConnectTimeout
+	}
+	fd, err := c.Wait(timeout)
+	if err != nil {
+		p.connectFailed(tc, r, b, time.Since(start), err)
+		p.handle(tc, id)
+		return
+	}
+	if why, ok := p.relayUp(tc, id, r, b, fd, time.Since(start), netip.AddrPort{}, netip.AddrPort{}, nil); !ok {
+		p.closeEarly(tc, id, why)
+	}
+}
+
+// connectFailed accounts a failed connect to b (a failure for outlier detection, held out
+// for a second) and keeps it out of the connection's next attempts.
+func (p *TCP) connectFailed(tc *tcpConn, r *Route, b *upstream.Backend, d time.Duration, err error) {
+	tc.failed = connectTerm(err)
+	p.countersFor(b).connectFailures.Add(1)
+	r.Pool.Release(b, d, true)
+	r.Pool.Unreachable(b)
+	if i := b.Index(); i >= 0 {
+		tc.tried.Add(i)
+	}
+	tc.attempted++
 }
 
 // track registers a client connection for Shutdown; false once shutting down. The counter is
@@ -289,9 +443,9 @@ func (p *TCP) untrack(id uint64) {
 func (p *TCP) Shutdown(ctx context.Context) error {
 	p.closing.Store(true)
 	p.mu.Lock()
-	for ln, acc := range p.listeners {
+	for ln, stop := range p.listeners {
 		_ = ln.Close()
-		_ = acc.Close()
+		stop()
 	}
 	p.mu.Unlock()
 	if p.open.Load() == 0 {
@@ -324,6 +478,9 @@ func (p *TCP) Stats() Stats {
 		NoBackend:    p.noBackend.Load(),
 		IdleClosed:   p.idleClosed.Load(),
 		Retries:      p.retries.Load(),
+
+		OutOfDescriptors: p.outOfFDs.Load(),
+		Terminations:     p.terms.snapshot(),
 	}
 }
 
@@ -350,44 +507,60 @@ func (p *TCP) countersFor(b *upstream.Backend) *backendCounters {
 
 // handle serves one client connection: it reads what routing needs, connects, and hands
 // both connections to the relay, whose Done ends the connection's accounting.
-func (p *TCP) handle(tc *tcpConn, id uint64, peer netip.AddrPort) {
-	p.active.Add(1)
-	if !p.forward(tc, id, peer) {
-		p.untrack(id) // first: Shutdown's kill no longer reaches the descriptors
-		sockio.Close(tc.fd)
-		if b := tc.bfd.Load(); b >= 0 {
-			sockio.Close(int(b))
-		}
-		p.active.Add(-1)
+func (p *TCP) handle(tc *tcpConn, id uint64) {
+	if t, ok := p.forward(tc, id, tc.peer); !ok {
+		p.closeEarly(tc, id, t)
 	}
 }
 
-// forward takes the connection up to the relay; false when it ended before (handle closes
-// its descriptors).
-func (p *TCP) forward(tc *tcpConn, id uint64, src netip.AddrPort) bool {
+// closeEarly ends a connection that never reached the relay.
+func (p *TCP) closeEarly(tc *tcpConn, id uint64, t term) {
+	p.terms[t].Add(1)
+	p.logLine(tc, t)
+	p.untrack(id) // first: Shutdown's kill no longer reaches the descriptors
+	sockio.Close(tc.fd)
+	if b := tc.bfd.Load(); b >= 0 {
+		sockio.Close(int(b))
+	}
+	p.active.Add(-1)
+}
+
+// forward takes the connection up to the relay; false, with the termination state, when it
+// ended before (handle closes its descriptors).
+func (p *TCP) forward(tc *tcpConn, id uint64, src netip.AddrPort) (term, bool) {
 	var dst netip.AddrPort // the listener's address, read when needed
 	var prefix []byte      // client bytes read before forwarding starts
 	t := p.table.Load()
 	name := ""
 	if p.opts.AcceptProxy || t.needSNI {
+		var why term
 		var ok bool
-		if src, dst, prefix, name, ok = p.handshake(tc, t, src); !ok {
-			return false
+		if src, dst, prefix, name, why, ok = p.handshake(tc, t, src); !ok {
+			return why, false
 		}
+		tc.peer = src
 	}
 	r := t.route(name)
 	if r == nil {
 		p.noRoute.Add(1)
-		return false
+		return termProxyRefused, false
 	}
+	tc.pool = r.Pool.Name
 	if !dst.IsValid() && (r.Key == KeyFlow || r.SendProxy != 0) {
 		dst = sockio.LocalAddr(tc.fd)
 	}
-	b, bfd, connectTime := p.connect(r, src, dst)
+	b, bfd, connectTime, why := p.connect(tc, r, src, dst)
 	if bfd < 0 {
 		p.noBackend.Add(1)
-		return false
+		return why, false
 	}
+	return p.relayUp(tc, id, r, b, bfd, connectTime, src, dst, prefix)
+}
+
+// relayUp hands a connected pair to the relay, with the PROXY header and the bytes read while
+// routing (prefix) to send first; false, with the termination state, when it ended before.
+func (p *TCP) relayUp(tc *tcpConn, id uint64, r *Route, b *upstream.Backend, bfd int, connectTime time.Duration, src, dst netip.AddrPort, prefix []byte) (term, bool) {
+	tc.backend, tc.connect = b, connectTime
 	// Stored before killed is read, as kill stores killed before it reads bfd: a Shutdown
 	// racing with this connect either sees bfd or is seen here.
 	tc.bfd.Store(int64(bfd))
@@ -395,13 +568,16 @@ func (p *TCP) forward(tc *tcpConn, id uint64, src netip.AddrPort) bool {
 	bcnt.conns.Add(1)
 	if tc.killed.Load() {
 		r.Pool.Release(b, connectTime, false)
-		return false
+		return termKilled, false
 	}
 	bcnt.active.Add(1)
 	done := func(idled bool) {
 		if idled {
 			p.idleClosed.Add(1)
 		}
+		t := relayTerm(&tc.res, tc.killed.Load())
+		p.terms[t].Add(1)
+		p.logLine(tc, t)
 		r.Pool.Release(b, connectTime, false)
 		bcnt.active.Add(-1)
 		p.untrack(id) // before the relay closes the descriptors
@@ -415,23 +591,24 @@ func (p *TCP) forward(tc *tcpConn, id uint64, src netip.AddrPort) bool {
 		out = append(out, prefix...)
 		bcnt.bytesIn.Add(uint64(len(prefix)))
 	}
-	p.relay.Forward(sockio.RelayFlow{A: tc.fd, B: bfd, Prefix: out, Idle: p.opts.IdleTimeout, AB: &bcnt.bytesIn, BA: &bcnt.bytesOut, Done: done})
-	return true
+	p.relay.Forward(sockio.RelayFlow{A: tc.fd, B: bfd, Prefix: out, Idle: p.opts.IdleTimeout, AB: &bcnt.bytesIn, BA: &bcnt.bytesOut, Done: done,
+		Resets: true, Result: &tc.res, Shard: tc.shard})
+	return termNormal, true
 }
 
 // handshake reads what routing needs before a backend is chosen: the PROXY header (which
 // replaces the addresses) and the TLS ClientHello's server name, within HandshakeTimeout. The
 // reads wait in the runtime's poller through a lent duplicate of the client's descriptor.
 // prefix is what was read beyond the PROXY header, to forward unchanged.
-func (p *TCP) handshake(tc *tcpConn, t *Table, src netip.AddrPort) (_, dst netip.AddrPort, prefix []byte, name string, ok bool) {
+func (p *TCP) handshake(tc *tcpConn, t *Table, src netip.AddrPort) (_, dst netip.AddrPort, prefix []byte, name string, why term, ok bool) {
 	if p.opts.AcceptProxy && !p.proxyFrom.Load().Allows(src.Addr()) {
 		p.proxyRefused.Add(1) // an untrusted peer could claim any client address
-		return src, dst, nil, "", false
+		return src, dst, nil, "", termProxyRefused, false
 	}
 	c, err := sockio.Lend(tc.fd)
 	if err != nil {
 		p.noRoute.Add(1)
-		return src, dst, nil, "", false
+		return src, dst, nil, "", termResource, false
 	}
 	defer c.Close()
 	_ = c.SetReadDeadline(time.Now().Add(p.opts.HandshakeTimeout))
@@ -439,7 +616,7 @@ func (p *TCP) handshake(tc *tcpConn, t *Table, src netip.AddrPort) (_, dst netip
 		h, rest, err := proxyproto.Read(c, make([]byte, 0, 512))
 		if err != nil {
 			p.proxyRefused.Add(1)
-			return src, dst, nil, "", false
+			return src, dst, nil, "", readTerm(err), false
 		}
 		if h.HasAddrs() {
 			src, dst = h.Src, h.Dst
@@ -455,16 +632,24 @@ func (p *TCP) handshake(tc *tcpConn, t *Table, src netip.AddrPort) (_, dst netip
 			// without SNI can take it.
 		default:
 			p.noRoute.Add(1) // the client went away, or stalled inside its ClientHello
-			return src, dst, nil, "", false
+			return src, dst, nil, "", readTerm(err), false
 		}
 	}
-	return src, dst, prefix, name, true
+	return src, dst, prefix, name, termNormal, true
+}
+
+// readTerm is the state of a connection whose PROXY header or ClientHello could not be read.
+func readTerm(err error) term {
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		return termClientWait
+	}
+	return termClientRead
 }
 
 // connect picks a backend and connects to it, trying other backends after a failed connect.
 // It returns the backend, the connected descriptor (-1 when none could be had) and the
 // connect time.
-func (p *TCP) connect(r *Route, src, dst netip.AddrPort) (*upstream.Backend, int, time.Duration) {
+func (p *TCP) connect(tc *tcpConn, r *Route, src, dst netip.AddrPort) (*upstream.Backend, int, time.Duration, term) {
 	var key uint64
 	if r.Key == KeyFlow {
 		key = uint64(balance.FlowHash(src.Addr(), dst.Addr(), src.Port(), dst.Port(), 6))
@@ -478,20 +663,24 @@ func (p *TCP) connect(r *Route, src, dst netip.AddrPort) (*upstream.Backend, int
 	if r.ConnectAttempts > 0 {
 		attempts = min(r.ConnectAttempts, config.MaxAttempts) // balance.Tried holds 7 backends
 	}
-	var tried balance.Tried
-	for attempt := 0; attempt < attempts; attempt++ {
+	why := termNoBackend
+	if tc.attempted > 0 {
+		why = tc.failed // an inline attempt's
+	}
+	for attempt := tc.attempted; attempt < attempts; attempt++ {
 		if attempt > 0 {
 			p.retries.Add(1)
+			tc.retries++
 		}
 		var b *upstream.Backend
 		var err error
 		if attempt == 0 && r.Persistence > 0 {
 			b, err = p.acquirePersistent(r, src.Addr(), key)
 		} else {
-			b, err = r.Pool.Acquire(key, tried)
+			b, err = r.Pool.Acquire(key, tc.tried)
 		}
 		if err != nil {
-			return nil, -1, 0
+			return nil, -1, 0, acquireTerm(err)
 		}
 		start := time.Now()
 		var fd int
@@ -501,29 +690,40 @@ func (p *TCP) connect(r *Route, src, dst netip.AddrPort) (*upstream.Backend, int
 			fd, err = sockio.DialName(b.Address, timeout)
 		}
 		d := time.Since(start)
+		if err != nil && sockio.OutOfDescriptors(err) {
+			// The proxy's own limit: not the backend's fault, and no other backend would do
+			// better.
+			r.Pool.Cancel(b)
+			p.outOfFDs.Add(1)
+			return nil, -1, 0, termResource
+		}
 		if err == nil {
 			if r.Persistence > 0 {
 				now := time.Now().UnixNano()
 				p.persist.put(r.Pool.Name, src.Addr(), b.ID, now+int64(r.Persistence), now)
 			}
-			return b, fd, d
+			return b, fd, d, termNormal
 		}
-		p.countersFor(b).connectFailures.Add(1)
-		r.Pool.Release(b, d, true)
-		r.Pool.Unreachable(b)
-		if i := b.Index(); i >= 0 {
-			tried.Add(i)
-		}
+		p.connectFailed(tc, r, b, d, err)
+		why = tc.failed
 	}
-	return nil, -1, 0
+	return nil, -1, 0, why
 }
 
 // acquirePersistent acquires the backend src used last in r's pool while it is usable, by a
-// pick that excludes every other backend; otherwise, a normal pick. The exclusion set holds
-// seven backends, so in pools of more than eight the balancer may still choose another.
+// pick that excludes every other backend (it may wait in the backlog queue); while it drains,
+// without waiting (Pool.AcquireBackend: a draining backend keeps its persistent clients until
+// the drain's grace ends); otherwise, a normal pick. The exclusion set holds seven backends,
+// so in pools of more than eight the balancer may still choose another.
 func (p *TCP) acquirePersistent(r *Route, src netip.Addr, key uint64) (*upstream.Backend, error) {
 	if id, ok := p.persist.get(r.Pool.Name, src, time.Now().UnixNano()); ok {
-		if b := r.Pool.Backend(id); b != nil && usable(b) {
+		b := r.Pool.Backend(id)
+		if b != nil && b.State() == upstream.StateDraining {
+			if got := r.Pool.AcquireBackend(id); got != nil {
+				return got, nil
+			}
+		}
+		if b != nil && usable(b) {
 			var others balance.Tried
 			for i := 0; i <= 7 && others.Len() < 7; i++ {
 				if i != b.Index() {

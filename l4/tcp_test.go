@@ -301,19 +301,59 @@ func TestTCPPersistence(t *testing.T) {
 		if persist > 0 && len(seen) != 1 {
 			t.Fatalf("persistence: one client went to %v", seen)
 		}
-		if persist > 0 { // the pinned backend drained: the client moves
-			var first string
-			for k := range seen {
-				first = k
-			}
+	}
+}
+
+// TestTCPPersistenceDrain: a draining backend keeps its persistent clients (HAProxy's DRAIN)
+// and takes no new one; when the drain's grace ends, or the backend is disabled, they move.
+func TestTCPPersistenceDrain(t *testing.T) {
+	var addrs []string
+	for _, n := range []string{"a", "b", "c"} {
+		addrs = append(addrs, tcpServer(t, named(n)))
+	}
+	pick := func(addr, src string) string {
+		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}, Timeout: 5 * time.Second}
+		c, err := d.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(5 * time.Second))
+		return readLine(t, c)
+	}
+	for _, end := range []string{"disable", "grace"} {
+		t.Run(end, func(t *testing.T) {
+			pool := newPool(t, "p", "roundrobin", 0, 0, addrs...)
+			_, addr := startTCP(t, TCPOptions{}, Route{Pool: pool, Persistence: time.Minute})
+			first := pick(addr, "127.0.0.1")
 			id := addrs[first[0]-'a']
-			if err := pool.Drain(id); err != nil {
+			grace := time.Duration(0)
+			if end == "grace" {
+				grace = 300 * time.Millisecond
+			}
+			start := time.Now() // before the drain: its grace ends no later than start+grace
+			if err := pool.DrainFor(id, grace); err != nil {
 				t.Fatal(err)
 			}
-			if got := pick(addr, "127.0.0.1"); got == first {
-				t.Fatalf("persistence kept a draining backend %s", got)
+			for range 6 {
+				if got := pick(addr, "127.0.0.1"); got != first && time.Since(start) < grace || grace == 0 && got != first {
+					t.Fatalf("a persistent client of draining %s went to %s", first, got)
+				}
+				if got := pick(addr, "127.0.0.2"); got == first {
+					t.Fatalf("a new client went to draining %s", first)
+				}
 			}
-		}
+			if end == "disable" {
+				if err := pool.Disable(id); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				time.Sleep(time.Until(start.Add(grace)))
+			}
+			if got := pick(addr, "127.0.0.1"); got == first {
+				t.Fatalf("after %s the persistent client still went to %s", end, got)
+			}
+		})
 	}
 }
 

@@ -11,7 +11,9 @@ import (
 	"syscall"
 	"time"
 
+	"ballast/accesslog"
 	"ballast/balance"
+	"ballast/sockio"
 	"ballast/upstream"
 )
 
@@ -19,20 +21,44 @@ const (
 	flowShards = 64
 	// maxDatagram is the largest UDP payload (65,535 − 8 − 20).
 	maxDatagram = 65507
+	// listenerRcvBuf is the receive buffer a listener socket asks for (the kernel caps it at
+	// net.core.rmem_max): room for a burst while the read loop makes new flows.
+	listenerRcvBuf = 4 << 20
+	// readsPerWake bounds the replies one flow's wake-up relays before the poller serves the
+	// next flow (the socket is level-triggered: the rest comes at the next wait).
+	readsPerWake = 16
 )
 
-// UDPStats are the UDP proxy's counters.
+// UDPStats are the UDP proxy's counters. Every datagram read from clients (Datagrams) is
+// forwarded (PacketsIn) or dropped for exactly one of the Dropped* reasons but DroppedOverflow,
+// which counts datagrams the kernel dropped before they could be read.
 type UDPStats struct {
 	// Flows is the number of live flows; Created counts every flow since the start.
 	Flows   int64
 	Created uint64
 	// Expired counts flows ended by the idle timeout.
 	Expired uint64
+	// Datagrams counts datagrams read from clients.
+	Datagrams uint64
 	// DroppedCap counts datagrams dropped because a new flow would exceed MaxFlows.
 	DroppedCap uint64
+	// DroppedDescriptors counts datagrams dropped because a new flow would pass the process's
+	// descriptor budget for flows (see descriptorBudget), or the system refused a socket.
+	DroppedDescriptors uint64
+	// DroppedRate counts datagrams dropped because they would have started a flow faster than
+	// NewFlowRate allows.
+	DroppedRate uint64
 	// DroppedNoBackend counts datagrams dropped because the pool had no usable backend with a
-	// free slot, or the backend socket could not be made.
+	// free slot.
 	DroppedNoBackend uint64
+	// DroppedSend counts datagrams from clients the backend socket did not take (its send
+	// buffer full, or an error that ended the flow).
+	DroppedSend uint64
+	// DroppedOverflow counts datagrams the listener socket dropped because its receive buffer
+	// was full (the kernel's SO_RXQ_OVFL count, read with the next datagram).
+	DroppedOverflow uint64
+	// RepliesDropped counts backend replies the listener socket could not send to the client.
+	RepliesDropped uint64
 	// BackendErrors counts flows ended because their backend socket failed (e.g. refused).
 	BackendErrors uint64
 	// Retries counts flows moved to another backend after theirs refused the first datagram.
@@ -44,19 +70,28 @@ type UDPStats struct {
 
 // UDP is a layer-4 UDP proxy for one listener and one pool.
 type UDP struct {
-	opts UDPOptions
-	pool atomic.Pointer[upstream.Pool]
+	opts   UDPOptions
+	pool   atomic.Pointer[upstream.Pool]
+	poller *sockio.PacketPoller
+	budget *fdBudget
+	rate   flowRate
+	// persist remembers each client address's backend while Persistence lasts (LVS -p).
+	persist *persistTable
+	closing atomic.Bool
+	access  accessSwitch // a line per flow when on (SetAccessLog)
 
 	shards [flowShards]flowShard
 	nflows atomic.Int64
 
-	created, expired, droppedCap, droppedNoBackend, backendErrors, retries atomic.Uint64
-	packetsIn, bytesIn, packetsOut, bytesOut                               atomic.Uint64
+	created, expired, datagrams                                        atomic.Uint64
+	droppedCap, droppedFDs, droppedRate, droppedNoBackend, droppedSend atomic.Uint64
+	droppedOverflow, repliesDropped, backendErrors, retries            atomic.Uint64
+	packetsIn, bytesIn, packetsOut, bytesOut                           atomic.Uint64
 
 	mu     sync.Mutex
 	conns  map[*net.UDPConn]struct{}
 	closed bool
-	wg     sync.WaitGroup // flow readers and sweepers
+	wg     sync.WaitGroup // sweepers
 }
 
 type flowShard struct {
@@ -64,39 +99,106 @@ type flowShard struct {
 	m  map[netip.AddrPort]*flow
 }
 
-// flow is one client address and port with its own connected backend socket.
+// front is a listener socket as the flows reply from it: a duplicate of its descriptor,
+// closed when Serve has ended and no flow uses it any more (ref), so that a reply never goes
+// out of a descriptor number closed and reused meanwhile.
+type front struct {
+	fd     int
+	family int
+	ref    ref
+}
+
+// flow is one client address and port with its own connected backend socket, watched by the
+// shared poller: it costs a descriptor, this struct and a map entry, no goroutine and no
+// buffer.
 type flow struct {
+	p       *UDP
 	client  netip.AddrPort
-	front   *net.UDPConn // the listener socket replies leave from
-	back    *net.UDPConn
+	to      sockio.Sockaddr // client, for sendto on front
+	front   *front
+	fd      int // the backend socket; closed by ref's last holder after end
+	ref     ref
+	key     sockio.PacketKey
 	pool    *upstream.Pool
 	backend *upstream.Backend
 	start   time.Time
 	last    atomic.Int64 // unix nanoseconds of the last datagram either way
 	ended   atomic.Bool
+	// in and out count the payload bytes each way, for the flow's access-log line.
+	in, out atomic.Uint64
 	// rtt is the time from the flow's start to the backend's first reply, the latency the
 	// pool hears at the end (the flow's lifetime would mislead ewma); 0 until a reply.
 	rtt atomic.Int64
 
 	// Until the backend first answers, the flow keeps the datagram that started it, so that
-	// a backend refusing it (ICMP port unreachable) costs the client nothing: the relay sends
-	// it again on a new flow to another backend. local and key and tried serve that new pick.
+	// a backend refusing it (ICMP port unreachable) costs the client nothing: the poller sends
+	// it again on a new flow to another backend. local and hkey and tried serve that new pick.
 	first   []byte
 	local   netip.AddrPort
-	key     uint64
+	hkey    uint64
 	tried   balance.Tried
-	replied bool // only the relay goroutine touches first, tried and replied
+	replied bool // only the poller goroutine (Readable) touches first, tried and replied
 }
+
+// ref counts the users of a descriptor and closes it when it has ended and the last user
+// left: bit 0 says ended, the rest counts users.
+type ref struct{ n atomic.Int32 }
+
+// acquire takes a use of the descriptor; false once it has ended.
+func (r *ref) acquire() bool {
+	for {
+		v := r.n.Load()
+		if v&1 != 0 {
+			return false
+		}
+		if r.n.CompareAndSwap(v, v+2) {
+			return true
+		}
+	}
+}
+
+// release gives a use back and closes fd if it was the last use of an ended descriptor.
+func (r *ref) release(fd int) {
+	if r.n.Add(-2) == 1 {
+		sockio.Close(fd)
+	}
+}
+
+// end marks the descriptor ended and closes it unless someone uses it (the last user will).
+// It reports false when it had already ended.
+func (r *ref) end(fd int) bool {
+	v := r.n.Or(1)
+	if v&1 != 0 {
+		return false
+	}
+	if v == 0 {
+		sockio.Close(fd)
+	}
+	return true
+}
+
+// sharedPoller waits for the backend sockets of every UDP proxy in the process: one epoll set
+// and goroutine per P.
+var sharedPoller = sync.OnceValues(sockio.NewPacketPoller)
 
 // NewUDP builds a UDP proxy balancing over pool.
 func NewUDP(opts UDPOptions, pool *upstream.Pool) *UDP {
-	p := &UDP{opts: opts.withDefaults(), conns: make(map[*net.UDPConn]struct{})}
+	p := &UDP{opts: opts.withDefaults(), conns: make(map[*net.UDPConn]struct{}), budget: processBudget()}
 	for i := range p.shards {
 		p.shards[i].m = make(map[netip.AddrPort]*flow)
 	}
+	p.rate.init(p.opts.NewFlowRate, p.opts.NewFlowBurst)
+	if p.opts.Persistence > 0 {
+		p.persist = newPersistTable(DefaultMaxPersist)
+	}
+	p.poller, _ = sharedPoller()
 	p.pool.Store(pool)
 	return p
 }
+
+// SetAccessLog makes the proxy write a line per flow, when it ends, to the log s holds (none
+// while it holds none): idle expiry is cD, a backend's failure SD, a shutdown KD.
+func (p *UDP) SetAccessLog(s *accesslog.Switch) { p.access.Store(s) }
 
 // SetPool installs the pool new flows use (a reload); live flows keep theirs.
 func (p *UDP) SetPool(pool *upstream.Pool) { p.pool.Store(pool) }
@@ -104,11 +206,18 @@ func (p *UDP) SetPool(pool *upstream.Pool) { p.pool.Store(pool) }
 // Flows is the number of live flows.
 func (p *UDP) Flows() int64 { return p.nflows.Load() }
 
+// MaxFlows is the flow cap in force: MaxFlows, or less when the process's descriptor budget
+// is smaller.
+func (p *UDP) MaxFlows() int { return int(min(int64(p.opts.MaxFlows), p.budget.limit)) }
+
 // Stats returns the counters.
 func (p *UDP) Stats() UDPStats {
 	return UDPStats{
 		Flows: p.nflows.Load(), Created: p.created.Load(), Expired: p.expired.Load(),
-		DroppedCap: p.droppedCap.Load(), DroppedNoBackend: p.droppedNoBackend.Load(),
+		Datagrams:  p.datagrams.Load(),
+		DroppedCap: p.droppedCap.Load(), DroppedDescriptors: p.droppedFDs.Load(), DroppedRate: p.droppedRate.Load(),
+		DroppedNoBackend: p.droppedNoBackend.Load(), DroppedSend: p.droppedSend.Load(),
+		DroppedOverflow: p.droppedOverflow.Load(), RepliesDropped: p.repliesDropped.Load(),
 		BackendErrors: p.backendErrors.Load(), Retries: p.retries.Load(),
 		PacketsIn: p.packetsIn.Load(), BytesIn: p.bytesIn.Load(),
 		PacketsOut: p.packetsOut.Load(), BytesOut: p.bytesOut.Load(),
@@ -124,8 +233,23 @@ func (p *UDP) shard(a netip.AddrPort) *flowShard {
 	return &p.shards[h%flowShards]
 }
 
-// Serve relays datagrams arriving on c until c is closed or Shutdown is called.
+// Serve relays datagrams arriving on c until c is closed or Shutdown is called. It reads
+// every datagram into one buffer, with the socket's drop count (SO_RXQ_OVFL) beside it.
 func (p *UDP) Serve(c *net.UDPConn) error {
+	if p.poller == nil {
+		return errors.New("l4: no poller for udp flows on this system")
+	}
+	fd, family, err := sockio.DupUDP(c)
+	if err != nil {
+		return err
+	}
+	fr := &front{fd: fd, family: family}
+	fr.ref.acquire() // Serve's own use, given back when it returns
+	defer func() {
+		fr.ref.end(fr.fd)
+		fr.ref.release(fr.fd)
+	}()
+	_ = sockio.ListenUDPOptions(c, listenerRcvBuf) // without them: a default buffer, drops uncounted
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
@@ -140,8 +264,10 @@ func (p *UDP) Serve(c *net.UDPConn) error {
 
 	local := addrPort(c.LocalAddr())
 	buf := make([]byte, maxDatagram)
+	oob := make([]byte, max(sockio.RxqOverflowSpace, 64))
+	var drops uint32 // the socket's drop count at the last datagram
 	for {
-		n, client, err := c.ReadFromUDPAddrPort(buf)
+		n, oobn, _, client, err := c.ReadMsgUDPAddrPort(buf, oob)
 		if err != nil {
 			p.mu.Lock()
 			closed := p.closed
@@ -151,37 +277,74 @@ func (p *UDP) Serve(c *net.UDPConn) error {
 			}
 			continue // e.g. an ICMP error for an earlier reply
 		}
-		p.forward(c, local, client, buf[:n])
+		if v, ok := sockio.RxqOverflow(oob[:oobn]); ok && v != drops {
+			p.droppedOverflow.Add(uint64(v - drops))
+			drops = v
+		}
+		p.datagrams.Add(1)
+		p.forward(fr, local, client, buf[:n])
 	}
 }
 
 // forward sends one datagram from client to its flow's backend, creating the flow if needed.
-func (p *UDP) forward(front *net.UDPConn, local, client netip.AddrPort, b []byte) {
+func (p *UDP) forward(fr *front, local, client netip.AddrPort, b []byte) {
 	now := time.Now().UnixNano()
 	s := p.shard(client)
 	s.mu.RLock()
 	f := s.m[client]
 	s.mu.RUnlock()
 	if f == nil {
-		if f = p.newFlow(front, local, client, s, now, balance.Tried{}, b); f == nil {
+		if f = p.newFlow(fr, local, client, s, now, balance.Tried{}, b); f == nil {
 			return
 		}
 	}
 	f.last.Store(now)
-	if _, err := f.back.Write(b); err != nil {
-		p.end(f, true)
+	if !f.ref.acquire() {
+		p.droppedSend.Add(1) // ended under us (idle sweep): the next datagram starts anew
 		return
 	}
-	p.packetsIn.Add(1)
-	p.bytesIn.Add(uint64(len(b)))
+	e := sockio.Send(f.fd, b)
+	f.ref.release(f.fd)
+	switch e {
+	case 0:
+		p.packetsIn.Add(1)
+		p.bytesIn.Add(uint64(len(b)))
+		f.in.Add(uint64(len(b)))
+	case syscall.EAGAIN, syscall.ENOBUFS:
+		p.droppedSend.Add(1) // the backend socket's buffer is full: UDP drops
+	default:
+		p.droppedSend.Add(1)
+		p.end(f, true)
+	}
 }
 
 // newFlow makes the flow for client, whose first datagram is first, on a backend outside
-// tried, or counts the drop and returns nil.
-func (p *UDP) newFlow(front *net.UDPConn, local, client netip.AddrPort, s *flowShard, now int64, tried balance.Tried, first []byte) *flow {
+// tried, or counts the drop and returns nil. The checks run cheapest first, so a flood of
+// new clients costs little more than its reads: the flow cap, the rate, the descriptor
+// budget, the pick, the socket.
+func (p *UDP) newFlow(fr *front, local, client netip.AddrPort, s *flowShard, now int64, tried balance.Tried, first []byte) *flow {
+	if p.closing.Load() {
+		return nil // Shutdown has ended the flows; the socket closes under the read loop
+	}
 	if n := p.nflows.Add(1); n > int64(p.opts.MaxFlows) {
 		p.nflows.Add(-1)
 		p.droppedCap.Add(1)
+		return nil
+	}
+	if !p.rate.allow(now) {
+		p.nflows.Add(-1)
+		p.droppedRate.Add(1)
+		return nil
+	}
+	if !p.budget.take() {
+		p.nflows.Add(-1)
+		p.droppedFDs.Add(1)
+		return nil
+	}
+	undo := func(counter *atomic.Uint64) *flow {
+		p.budget.give()
+		p.nflows.Add(-1)
+		counter.Add(1)
 		return nil
 	}
 	pool := p.pool.Load()
@@ -192,59 +355,107 @@ func (p *UDP) newFlow(front *net.UDPConn, local, client netip.AddrPort, s *flowS
 		key = uint64(balance.SourceHash(client.Addr()))
 	}
 	// The read loop serves every flow, so it never waits in the backlog queue.
-	b, err := pool.TryAcquire(key, tried)
+	b, err := p.acquire(pool, client.Addr(), key, tried)
 	if err != nil {
-		p.nflows.Add(-1)
-		p.droppedNoBackend.Add(1)
-		return nil
+		return undo(&p.droppedNoBackend)
 	}
 	start := time.Now()
-	raddr, err := net.ResolveUDPAddr("udp", b.Address)
-	var back *net.UDPConn
+	ap, ok := b.AddrPort()
+	if !ok {
+		ap, err = resolveUDP(b.Address)
+	}
+	var fd int
 	if err == nil {
-		back, err = net.DialUDP("udp", nil, raddr)
+		fd, err = sockio.DialUDP(ap)
 	}
 	if err != nil {
+		if sockio.OutOfDescriptors(err) {
+			pool.Cancel(b) // the proxy's own limit, never the backend's fault
+			return undo(&p.droppedFDs)
+		}
 		pool.Release(b, time.Since(start), true)
-		p.nflows.Add(-1)
-		p.droppedNoBackend.Add(1)
-		return nil
+		return undo(&p.droppedNoBackend)
 	}
-	f := &flow{client: client, front: front, back: back, pool: pool, backend: b, start: start,
-		local: local, key: key, tried: tried}
+	f := &flow{p: p, client: client, to: sockio.MakeSockaddr(client, fr.family), front: fr, fd: fd,
+		pool: pool, backend: b, start: start, local: local, hkey: key, tried: tried}
 	if len(first) <= maxKeptDatagram {
 		f.first = append([]byte(nil), first...)
 	}
 	f.last.Store(now)
+	if !fr.ref.acquire() { // Serve has ended: the listener is gone
+		sockio.Close(fd)
+		pool.Cancel(b)
+		return undo(&p.droppedSend)
+	}
+	// Watched before it is published: whoever finds the flow in the table (and may end it)
+	// sees its key.
+	if f.key, err = p.poller.Add(fd, f); err != nil {
+		sockio.Close(fd)
+		fr.ref.release(fr.fd)
+		pool.Cancel(b)
+		return undo(&p.droppedFDs)
+	}
 	s.mu.Lock()
 	if old := s.m[client]; old != nil { // a concurrent Serve on another socket won the race
 		s.mu.Unlock()
-		_ = back.Close()
-		pool.Release(b, 0, false)
+		p.poller.Remove(f.key)
+		f.ref.end(fd) // closes it, or Readable's release will
+		fr.ref.release(fr.fd)
+		pool.Cancel(b)
+		p.budget.give()
 		p.nflows.Add(-1)
 		return old
 	}
 	s.m[client] = f
 	s.mu.Unlock()
 	p.created.Add(1)
-	p.wg.Add(1)
-	go p.relay(f)
+	if r := p.opts.Persistence; r > 0 {
+		p.persist.put(pool.Name, client.Addr(), b.ID, now+int64(r), now)
+	}
 	return f
 }
 
-// relay copies the backend's replies to the flow's client until the flow ends. A backend that
-// refuses the flow before answering is replaced (see flow.first), at most maxUDPAttempts times.
-func (p *UDP) relay(f *flow) {
-	defer p.wg.Done()
-	buf := make([]byte, maxDatagram)
-	for {
-		n, err := f.back.Read(buf)
-		if err != nil {
+// acquire picks the flow's backend without waiting: the one the client's address last used
+// while persistence remembers it (a draining backend keeps it), else the balancer's choice.
+func (p *UDP) acquire(pool *upstream.Pool, src netip.Addr, key uint64, tried balance.Tried) (*upstream.Backend, error) {
+	if p.opts.Persistence > 0 && tried.Len() == 0 {
+		if id, ok := p.persist.get(pool.Name, src, time.Now().UnixNano()); ok {
+			if b := pool.AcquireBackend(id); b != nil {
+				return b, nil
+			}
+		}
+	}
+	return pool.TryAcquire(key, tried)
+}
+
+func resolveUDP(address string) (netip.AddrPort, error) {
+	ra, err := net.ResolveUDPAddr("udp", address)
+	if err != nil {
+		return netip.AddrPort{}, err
+	}
+	return ra.AddrPort(), nil
+}
+
+// Readable relays the backend's replies to the flow's client (sockio.PacketReader; it runs in
+// the poller's goroutine). A backend that refuses the flow before answering is replaced (see
+// flow.first), at most maxUDPAttempts times.
+func (f *flow) Readable(buf []byte) {
+	p := f.p
+	if !f.ref.acquire() {
+		return
+	}
+	defer f.ref.release(f.fd)
+	for range readsPerWake {
+		n, e := sockio.Recv(f.fd, buf)
+		if e == syscall.EAGAIN {
+			return
+		}
+		if e != 0 {
 			if f.ended.Load() {
 				return // the sweep or Shutdown ended it
 			}
 			p.end(f, true)
-			if !f.replied && errors.Is(err, syscall.ECONNREFUSED) {
+			if !f.replied && e == syscall.ECONNREFUSED {
 				p.retry(f)
 			}
 			return
@@ -254,9 +465,19 @@ func (p *UDP) relay(f *flow) {
 			f.rtt.Store(int64(time.Since(f.start)))
 		}
 		f.last.Store(time.Now().UnixNano())
-		if _, err := f.front.WriteToUDPAddrPort(buf[:n], f.client); err == nil {
+		fr := f.front
+		if !fr.ref.acquire() {
+			p.repliesDropped.Add(1)
+			continue
+		}
+		e = sockio.SendTo(fr.fd, buf[:n], &f.to)
+		fr.ref.release(fr.fd)
+		if e == 0 {
 			p.packetsOut.Add(1)
 			p.bytesOut.Add(uint64(n))
+			f.out.Add(uint64(n))
+		} else {
+			p.repliesDropped.Add(1)
 		}
 	}
 }
@@ -290,15 +511,35 @@ func (p *UDP) retry(f *flow) {
 		return
 	}
 	p.retries.Add(1)
-	if _, err := nf.back.Write(f.first); err != nil {
-		p.end(nf, true)
+	if nf.ref.acquire() {
+		e := sockio.Send(nf.fd, f.first)
+		nf.ref.release(nf.fd)
+		if e != 0 && e != syscall.EAGAIN {
+			p.end(nf, true)
+		}
 	}
 }
 
-// end removes f, closes its backend socket and releases its slot, once.
+// end removes f, closes its backend socket (once no one uses it) and releases its slot, once.
 func (p *UDP) end(f *flow, failed bool) {
 	if f.ended.Swap(true) {
 		return
+	}
+	if l := p.access.Load(); l != nil {
+		t := termIdle // a flow's normal end: idle_timeout
+		switch {
+		case failed:
+			t = termServerData
+		case p.closing.Load():
+			t = termKilled
+		}
+		e := accesslog.Entry{
+			Transport: "udp", Listener: p.opts.Name, Client: f.client.Addr(), ClientPort: f.client.Port(),
+			Pool: f.pool.Name, Backend: f.backend.ID, BackendAddress: f.backend.Address,
+			BytesIn: int64(f.in.Load()), BytesOut: int64(f.out.Load()), Duration: time.Since(f.start),
+			Upstream: time.Duration(f.rtt.Load()), Termination: t.String(),
+		}
+		l.Write(&e)
 	}
 	s := p.shard(f.client)
 	s.mu.Lock()
@@ -306,7 +547,10 @@ func (p *UDP) end(f *flow, failed bool) {
 		delete(s.m, f.client)
 	}
 	s.mu.Unlock()
-	_ = f.back.Close()
+	p.poller.Remove(f.key)
+	f.ref.end(f.fd)
+	f.front.ref.release(f.front.fd)
+	p.budget.give()
 	if failed {
 		p.backendErrors.Add(1)
 		f.pool.Unreachable(f.backend)
@@ -354,9 +598,10 @@ func (p *UDP) sweep(stop <-chan struct{}) {
 	}
 }
 
-// Shutdown stops reading on every socket Serve was given, ends all flows and waits for their
-// readers, or until ctx ends.
+// Shutdown stops reading on every socket Serve was given, ends all flows and waits for the
+// sweepers, or until ctx ends.
 func (p *UDP) Shutdown(ctx context.Context) error {
+	p.closing.Store(true)
 	p.mu.Lock()
 	p.closed = true
 	for c := range p.conns {

@@ -16,6 +16,17 @@
 // request counts, durations and sleep times (by QuickScale) so that each scenario ends within
 // about 30 seconds; the predictions are computed for the same shrunken scenario.
 //
+// In heterogeneous, slow-backend and variable-cost "predicted" is a range: the model (package
+// sim) runs the row's scenario with Options.Runs seeds, each drawing the delays measured in the
+// same scenario (jitter.go: a calibration run of the scenario's load timed on the load
+// generator's, the backends' and Ballast's clocks, and the other traced rows; stall.go: the
+// lab process's stalls), and the figures are the runs' medians with "range": {"makespan_s":
+// [min, max], "throughput_rps": [min, max], "split_pct": ..., "runs": n}. Each row's goal is its
+// measured figure inside its range (Detail.RangeGoal states it with the width). Those scenarios
+// also run the advise check (advisecheck.go, Report.Advise): advise's best choice is measured
+// against the scenario's goal and its range for the seed's method against that row. `jitter`
+// measures the calibrations alone (the profiles of sim/profiles_data.go).
+//
 // Each row also keeps, outside the JSON, the proxy's CPU time per request (utime + stime of the
 // proxy's process tree from /proc, read before and after the load) and the raw counts; WriteFiles
 // stores them in details.json beside results.json and the SVG charts. many-backends and

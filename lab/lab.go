@@ -32,6 +32,9 @@ type Options struct {
 	// Reps is how many times the interleaved comparisons (backend-count, peers) repeat; the
 	// rows report medians; lvs-modes repeats its goal modes' throughput runs that many times. 0 means 3, or 1 with Quick.
 	Reps int
+	// Runs is how many seeds each predicted range is drawn from (0 = 100 for seed 001's
+	// scenarios, 20 for heterogeneous' throughput rows and under Quick).
+	Runs int
 	// Log, when set, gets one line per load as the scenario proceeds.
 	Log io.Writer
 
@@ -44,6 +47,36 @@ func (o Options) fail(s string) {
 		*o.failures = append(*o.failures, s)
 	}
 }
+
+// quickRuns is how many model runs a range has under Quick, unless Runs says otherwise.
+const quickRuns = 20
+
+// runs is Runs, or under Quick quickRuns; 0 lets sim choose (RunsFor).
+func (o Options) runs() int {
+	if o.Runs == 0 && o.Quick {
+		return quickRuns
+	}
+	return o.Runs
+}
+
+// throughputRuns is how many model runs a throughput row's range has by default: a steady
+// state varies little from seed to seed, and 20000 requests each take their time.
+const throughputRuns = 20
+
+// runsFor is the runs sc's ranges get: runs, or throughputRuns for a throughput scenario.
+func (o Options) runsFor(sc sim.Scenario) int {
+	if n := o.runs(); n > 0 {
+		return n
+	}
+	if sc.Metric == string(Throughput) {
+		return throughputRuns
+	}
+	return 0
+}
+
+// modelRequests caps a throughput row's modelled requests: its rate is the steady state's,
+// which 20000 requests reach as well as 100000.
+const modelRequests = 20000
 
 func (o Options) reps() int {
 	switch {
@@ -82,6 +115,9 @@ var scenarios = []scenario{
 	{"backend-count", runBackendCount},
 	{"peers", runPeers},
 	{"lvs-modes", runLVSModes}, // lvsmodes.go; root only
+	{"failover", runFailover},  // failover.go; root only
+	{"jitter", runJitter},      // jitter.go: what the model's ranges draw
+	{"scale-out", runScaleOut}, // scaleout.go; root only
 }
 
 // Names lists the scenarios in the order `all` runs them.
@@ -339,6 +375,34 @@ func simFigures(sc sim.Scenario, algorithm string) (Figures, error) {
 		if total > 0 {
 			f.SplitPct[id] = 100 * float64(n) / float64(total)
 		}
+	}
+	return f, nil
+}
+
+// predict runs the model for one row as a range: o's runs of sc, each with its own seed and
+// run k with the jitter js[k mod len(js)] (measured by calibrate and on other rows). The
+// figures are the runs' medians.
+func predict(o Options, sc sim.Scenario, algorithm string, js []*sim.Jitter) (Figures, error) {
+	rg, err := sim.RunRangeOf(sc, algorithm, o.runsFor(sc), func(k int, s *sim.Scenario) { s.Jitter = js[k%len(js)] })
+	if err != nil {
+		return Figures{}, err
+	}
+	f := Figures{
+		ThroughputRPS: rg.ThroughputRPS.Median,
+		MakespanS:     rg.MakespanS.Median,
+		SplitPct:      map[string]float64{},
+		P50Ms:         rg.P50Ms.Median,
+		P99Ms:         rg.P99Ms.Median,
+		Range: &FigureRange{
+			MakespanS:     [2]float64{rg.MakespanS.Min, rg.MakespanS.Max},
+			ThroughputRPS: [2]float64{rg.ThroughputRPS.Min, rg.ThroughputRPS.Max},
+			SplitPct:      map[string][2]float64{},
+			Runs:          rg.Runs,
+		},
+	}
+	for id, sp := range rg.SplitPct {
+		f.SplitPct[id] = sp.Median
+		f.Range.SplitPct[id] = [2]float64{sp.Min, sp.Max}
 	}
 	return f, nil
 }

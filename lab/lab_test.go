@@ -415,17 +415,32 @@ func TestScenariosQuick(t *testing.T) {
 		"many-backends": func(string) int64 { return 0 },
 		"backend-count": func(string) int64 { return 5000 },
 		"peers":         func(string) int64 { return 0 },
+		"jitter":        func(string) int64 { return 0 },
 	}
 	for _, name := range Names() {
 		t.Run(name, func(t *testing.T) {
-			if name == "lvs-modes" {
+			switch name {
+			case "lvs-modes":
 				t.Skip("TestLVSModesQuick runs it (root, network namespaces)")
+			case "failover":
+				t.Skip("TestFailoverQuick runs it (root, network namespaces)")
+			case "scale-out":
+				t.Skip("TestScaleOutQuick runs it (root, network namespaces, FRR)")
 			}
 			rep, err := Run(context.Background(), name, Options{Ballast: ballastBin, Quick: true})
 			if err != nil {
 				t.Fatal(err)
 			}
 			checkShape(t, rep.JSON(), name)
+			if name == "jitter" {
+				// One row per hop of each calibration: every hop measured.
+				for _, r := range rep.Results {
+					if r.P99Ms < r.P50Ms || r.P99Ms <= 0 && !strings.HasSuffix(r.Algorithm, "overshoot") && !strings.HasSuffix(r.Algorithm, "connect") {
+						t.Errorf("%s: p50 %v p99 %v", r.Algorithm, r.P50Ms, r.P99Ms)
+					}
+				}
+				return
+			}
 			for _, r := range rep.Results {
 				if r.Detail.Failed != 0 || r.Detail.Non2xx != 0 {
 					t.Errorf("%s: %d failed, %d non-2xx", r.Algorithm, r.Detail.Failed, r.Detail.Non2xx)
@@ -442,6 +457,28 @@ func TestScenariosQuick(t *testing.T) {
 				}
 				if r.ThroughputRPS <= 0 || r.MakespanS <= 0 || r.IdealRatio < 0 {
 					t.Errorf("%s: throughput %v makespan %v ideal ratio %v", r.Algorithm, r.ThroughputRPS, r.MakespanS, r.IdealRatio)
+				}
+			}
+			switch name {
+			case "heterogeneous", "slow-backend", "variable-cost":
+				// Every row has a predicted range and its goal stated; advise's best choice
+				// was measured and judged, and its prediction for the seed's method held
+				// against that row.
+				for _, r := range rep.Results {
+					g := r.Predicted.Range
+					if g == nil || g.Runs < 10 || g.MakespanS[0] > g.MakespanS[1] || g.ThroughputRPS[0] > g.ThroughputRPS[1] || r.Detail.RangeGoal == "" {
+						t.Errorf("%s: range %+v, goal %q", r.Algorithm, g, r.Detail.RangeGoal)
+					}
+				}
+				a := rep.Advise
+				if a == nil {
+					t.Fatal("no advise check")
+				}
+				if a.Best == "" || a.BestGoal == "" || a.CurrentRange[1] <= 0 || a.CurrentMeasured <= 0 {
+					t.Errorf("advise check %+v", *a)
+				}
+				if !slices.ContainsFunc(rep.Results, func(r Result) bool { return r.Algorithm == a.BestRow }) {
+					t.Errorf("advise's best %q has no row %q", a.Best, a.BestRow)
 				}
 			}
 			switch name {

@@ -36,6 +36,9 @@ type PoolSpec struct {
 	HashURI bool
 	// GOMAXPROCS, when positive, limits the Ballast process to that many threads running Go.
 	GOMAXPROCS int
+	// Admin, when set, is the admin listener's address (the lab reads what Ballast observed
+	// there: the jitter calibration, advise).
+	Admin string
 }
 
 // Proxy is a running proxy the lab measures.
@@ -117,6 +120,9 @@ func ballastConfig(spec PoolSpec, addr string) ([]byte, error) {
 		"listeners": []map[string]any{{"name": "lab", "address": addr}},
 		"pools":     []map[string]any{pool},
 		"logging":   map[string]any{"level": "warn"},
+	}
+	if spec.Admin != "" {
+		cfg["admin"] = map[string]any{"address": spec.Admin}
 	}
 	return yaml.Marshal(cfg)
 }

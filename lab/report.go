@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -33,6 +34,18 @@ type Figures struct {
 	PickCPUPct float64 `json:"pick_cpu_pct,omitempty"`
 	// Source says where a seed figure comes from when the row is not the seed's own setup.
 	Source string `json:"source,omitempty"`
+	// Range is the prediction as a range (predicted figures only): the smallest and largest
+	// value over the model's runs with different seeds, each drawing the jitter measured on
+	// this machine; the figures above are then the runs' medians.
+	Range *FigureRange `json:"range,omitempty"`
+}
+
+// FigureRange is a prediction's [min, max] per figure over Runs runs.
+type FigureRange struct {
+	MakespanS     [2]float64            `json:"makespan_s"`
+	ThroughputRPS [2]float64            `json:"throughput_rps"`
+	SplitPct      map[string][2]float64 `json:"split_pct,omitempty"`
+	Runs          int                   `json:"runs"`
 }
 
 // Result is one row: one algorithm (or proxy) under one variant of the load.
@@ -85,6 +98,13 @@ type Detail struct {
 	DirectorBytesPerReq   float64 `json:"director_bytes_per_req,omitempty"`
 	ResponseBytesPerReq   float64 `json:"response_bytes_through_director_per_req,omitempty"`
 	ProgNsPerPacket       float64 `json:"prog_ns_per_packet,omitempty"`
+	// RangeGoal says whether the measured figure lies inside the predicted range, and the
+	// range's width (rows with a range only); InRange is the verdict alone.
+	RangeGoal string `json:"range_goal,omitempty"`
+	InRange   *bool  `json:"in_range,omitempty"`
+	// Jitter is the delays measured on this row's own requests (seed 001's rows), to hold
+	// against the calibration the prediction drew from.
+	Jitter string `json:"jitter,omitempty"`
 }
 
 // Report is one scenario's results.
@@ -99,8 +119,16 @@ type Report struct {
 	// IdealValue is the ideal in the metric's unit when it is one number for every row
 	// (drawn as a line on the chart); 0 when the ideal is relative.
 	IdealValue float64 `json:"-"`
+	// Advise is the advise check of a seed scenario (advisecheck.go).
+	Advise *AdviseCheck `json:"-"`
 	// charts, when set, draws the scenario's own charts instead of the generic ones.
 	charts func(r *Report, dir string) error
+	// Failover holds the failover scenario's rows (failover.go); empty for the others.
+	Failover []FailoverRow `json:"failover,omitempty"`
+	// ScaleOut holds the scale-out scenario's rows (scaleout.go); empty for the others.
+	ScaleOut []ScaleOutRow `json:"scale_out,omitempty"`
+	// table, when set, prints the scenario's own table instead of the generic one.
+	table func(r *Report, w io.Writer) error
 }
 
 // JSON returns the report in the contract's exact shape.
@@ -149,9 +177,17 @@ func (r *Report) WriteFiles(dir string) error {
 // WriteTable prints the report as one aligned table: algorithm | seed | predicted | measured |
 // % of ideal | proxy CPU per request | split, then the notes.
 func (r *Report) WriteTable(w io.Writer) error {
+	if r.table != nil {
+		return r.table(r, w)
+	}
 	fmt.Fprintf(w, "scenario %s (%s; ideal: %s)\n", r.Scenario, r.Metric, r.Ideal)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "algorithm\tseed\tpredicted\tmeasured\t% of ideal\tcpu/req\tp50\tp99\tsplit")
+	ranged := slices.ContainsFunc(r.Results, func(x Result) bool { return x.Predicted.Range != nil })
+	goalCol := ""
+	if ranged {
+		goalCol = "\tin range"
+	}
+	fmt.Fprintln(tw, "algorithm\tseed\tpredicted\tmeasured"+goalCol+"\t% of ideal\tcpu/req\tp50\tp99\tsplit")
 	for _, res := range r.Results {
 		cpu := "-"
 		if res.Detail.CPUUsPerReq > 0 {
@@ -173,6 +209,13 @@ func (r *Report) WriteTable(w io.Writer) error {
 		}
 		if res.Detail.Failed > 0 || res.Detail.Non2xx > 0 {
 			measured += fmt.Sprintf(" (%d failed, %d non-2xx)", res.Detail.Failed, res.Detail.Non2xx)
+		}
+		if ranged {
+			g := res.Detail.RangeGoal
+			if g == "" {
+				g = "-"
+			}
+			measured += "\t" + g
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%.2fms\t%.2fms\t%s\n", res.Algorithm,
 			r.figures(res.Seed), r.figures(res.Predicted), measured, ratio, cpu,
@@ -202,10 +245,21 @@ func (r *Report) format(rps, makespan float64) string {
 	return fmt.Sprintf("%.0f req/s", rps)
 }
 
-// figures prints a reference's metric and split, or the pick's CPU share for seed 002.
+// figures prints a reference's metric (and its range) and split, or the pick's CPU share for
+// seed 002.
 func (r *Report) figures(f Figures) string {
 	var parts []string
 	if s := r.format(f.ThroughputRPS, f.MakespanS); s != "-" {
+		if g := f.Range; g != nil {
+			lo, hi := g.ThroughputRPS[0], g.ThroughputRPS[1]
+			if r.Metric == Makespan {
+				s = strings.TrimSuffix(s, " s")
+				s += fmt.Sprintf(" [%.3f, %.3f] s", g.MakespanS[0], g.MakespanS[1])
+			} else {
+				s = strings.TrimSuffix(s, " req/s")
+				s += fmt.Sprintf(" [%.0f, %.0f] req/s", lo, hi)
+			}
+		}
 		parts = append(parts, s)
 	}
 	if f.PickCPUPct > 0 {
@@ -263,4 +317,37 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(keys)
 	return keys
+}
+
+// judgeRange sets row's range goal: the scenario's figure measured inside the predicted range,
+// and the range's width. It reports whether the row met it; rows without a range are not
+// judged (false, false).
+func judgeRange(m Metric, row *Result) (inside, judged bool) {
+	g := row.Predicted.Range
+	if g == nil {
+		return false, false
+	}
+	x, rg, unit, f := row.ThroughputRPS, g.ThroughputRPS, "req/s", "%.0f"
+	med := row.Predicted.ThroughputRPS
+	if m == Makespan {
+		x, rg, unit, f = row.MakespanS, g.MakespanS, "s", "%.3f"
+		med = row.Predicted.MakespanS
+	}
+	width := rg[1] - rg[0]
+	rel := 0.0
+	if med > 0 {
+		rel = 100 * width / med
+	}
+	w := fmt.Sprintf("width "+f+" %s (%.1f%%)", width, unit, rel)
+	switch {
+	case x < rg[0]:
+		row.Detail.RangeGoal = fmt.Sprintf("no: "+f+" %s below; %s", rg[0]-x, unit, w)
+	case x > rg[1]:
+		row.Detail.RangeGoal = fmt.Sprintf("no: "+f+" %s above; %s", x-rg[1], unit, w)
+	default:
+		row.Detail.RangeGoal = "yes, " + w
+		inside = true
+	}
+	row.Detail.InRange = &inside
+	return inside, true
 }

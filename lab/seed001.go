@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"ballast/advise"
 	"ballast/lab/backend"
 	"ballast/lab/loadgen"
 	"ballast/sim"
@@ -31,9 +32,9 @@ func heteroSeed(alg string, keepAlive bool) Figures {
 
 func runHeterogeneous(ctx context.Context, o Options, r *Report) error {
 	r.Metric = Throughput
-	cfgA := backend.Config{Name: "A", Workers: 2, Service: 706 * time.Microsecond}
-	cfgB := backend.Config{Name: "B", Workers: 1, Service: 800 * time.Microsecond}
-	_, ts, closeAll, err := localBackends(cfgA, cfgB)
+	preds := newPredictions(o)
+	defer preds.stopOnce()
+	srvs, ts, closeAll, err := localBackends(heteroCfgs...)
 	if err != nil {
 		return err
 	}
@@ -64,15 +65,41 @@ func runHeterogeneous(ctx context.Context, o Options, r *Report) error {
 
 	nKA := pick[int64](o, 100000, 3000)
 	nClose := pick[int64](o, 20000, 1000)
+	// The jitter of each load, measured through Ballast before the rows, between them and
+	// after them, and on the rows themselves (each on its last 4096 requests, what Ballast's
+	// ring of releases holds).
+	cals := heteroCalibrations()
+	groups := [2]string{"keep-alive", "close"}
+	var calKA, calClose Calibration
+	calibrateBoth := func() error {
+		var err error
+		if calKA, err = cals[0].run(ctx, o); err != nil {
+			return err
+		}
+		if calClose, err = cals[1].run(ctx, o); err != nil {
+			return err
+		}
+		preds.calibrated(groups[0], calKA)
+		preds.calibrated(groups[1], calClose)
+		return nil
+	}
+	if err := calibrateBoth(); err != nil {
+		return err
+	}
 	algs := []string{"random", "roundrobin", "sqf", "bybusyness", "p2c", "ewma"}
 	var ka, cl []Result
-	for _, alg := range algs {
+	for i, alg := range algs {
+		if i == len(algs)/2 {
+			if err := calibrateBoth(); err != nil {
+				return err
+			}
+		}
 		spec := PoolSpec{Balancer: alg, Backends: ts, MaxConns: 32}
 		loads := []loadgen.Options{
 			{N: nKA, C: 16, KeepAlive: true},
 			{N: nClose, C: 16, KeepAlive: false},
 		}
-		res, cpus, err := runBallast(ctx, o, spec, loads)
+		res, cpus, own, err := tracedLoads(ctx, o, spec, srvs, loads)
 		if err != nil {
 			return fmt.Errorf("%s: %w", alg, err)
 		}
@@ -82,12 +109,12 @@ func runHeterogeneous(ctx context.Context, o Options, r *Report) error {
 				label += " (no keep-alive)"
 			}
 			row := row(label, res[i], cpus[i])
+			row.Detail.Jitter = own[i].String()
+			preds.measured(groups[i], label, own[i])
 			row.Seed = heteroSeed(alg, keep)
 			sc := mustScenario("heterogeneous")
-			sc.Requests = int(loads[i].N)
-			if row.Predicted, err = simFigures(sc, alg); err != nil {
-				return err
-			}
+			sc.Requests = min(int(loads[i].N), modelRequests)
+			preds.addScaled(label, groups[i], sc, alg, int(loads[i].N))
 			o.logf("heterogeneous: %s: %.0f req/s, split %s", label, row.ThroughputRPS, formatSplit(row.Split))
 			if keep {
 				ka = append(ka, row)
@@ -95,6 +122,26 @@ func runHeterogeneous(ctx context.Context, o Options, r *Report) error {
 				cl = append(cl, row)
 			}
 		}
+	}
+	if err := calibrateBoth(); err != nil {
+		return err
+	}
+	// The advise check on the keep-alive load (the seed's): random is the seed's own method.
+	advSc := mustScenario("heterogeneous")
+	advSc.Requests = min(int(nKA), modelRequests)
+	finishCheck, err := preds.checkAdvice(ctx, advSc, "keep-alive", "random", func(label, alg string, set advise.Settings) error {
+		spec := PoolSpec{Balancer: alg, Backends: ts, MaxConns: set.MaxConns, MaxQueue: set.MaxQueue, Hedge: msDuration(set.HedgeDelayMs), HedgeBudget: 1}
+		res, cpus, err := runBallast(ctx, o, spec, []loadgen.Options{{N: nKA, C: 16, KeepAlive: true}})
+		if err != nil {
+			return err
+		}
+		ka = append(ka, row(label, res[0], cpus[0]))
+		preds.addScaled(label, "keep-alive", set.Apply(advSc), alg, int(nKA))
+		o.logf("heterogeneous: %s: %.0f req/s", label, res[0].ThroughputRPS)
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	if err := measureCaps(); err != nil {
 		return err
@@ -108,8 +155,42 @@ func runHeterogeneous(ctx context.Context, o Options, r *Report) error {
 		r.Results[i].IdealRatio = r.Results[i].ThroughputRPS / ideal
 	}
 	r.Notes = append(r.Notes, "load: keep-alive -c 16 -n "+strconv.FormatInt(nKA, 10)+", then -c 16 -n "+strconv.FormatInt(nClose, 10)+" without keep-alive (client side; Ballast keeps its backend connections); max_conns 32 per backend",
-		"the model has no keep-alive: both variants get the same prediction")
+		"jitter, keep-alive rows (the last of three calibrations): "+calKA.String(),
+		"jitter, rows without keep-alive (the last of three): "+calClose.String(),
+		"each row's prediction draws, run by run, the delays of one of the three calibrations of its load or of the other rows of that load (never its own: details.json has each row's); the model runs at most 20000 requests (the steady state's rate), makespans scaled to the row's")
+	if err := preds.finish(r); err != nil {
+		return err
+	}
+	finishCheck(r, func(row Result, _ advise.Settings) (bool, string) {
+		return row.IdealRatio >= 0.95, fmt.Sprintf("%.1f%% of the ideal, goal >= 95%%", 100*row.IdealRatio)
+	})
 	return nil
+}
+
+func msDuration(ms float64) time.Duration { return time.Duration(ms * float64(time.Millisecond)) }
+
+// rangeNote counts the rows measured inside their predicted range.
+func rangeNote(r *Report) string {
+	in, n := 0, 0
+	for i := range r.Results {
+		if ok, judged := judgeRange(r.Metric, &r.Results[i]); judged {
+			n++
+			if ok {
+				in++
+			}
+		}
+	}
+	return fmt.Sprintf("%d of %d rows measured inside the predicted range (the goal: all); each range is the model's smallest and largest figure over %d runs with different seeds, each run drawing every request's delays from those measured in this scenario (the jitter notes) and the stalls",
+		in, n, runsOf(r))
+}
+
+func runsOf(r *Report) int {
+	for _, x := range r.Results {
+		if g := x.Predicted.Range; g != nil {
+			return g.Runs
+		}
+	}
+	return 0
 }
 
 // slowSeed holds seed 001 scenario 1's figures.
@@ -125,6 +206,8 @@ func slowSeed(alg string) Figures {
 
 func runSlowBackend(ctx context.Context, o Options, r *Report) error {
 	r.Metric = Makespan
+	preds := newPredictions(o)
+	defer preds.stopOnce()
 	slow := scaled(o, 5*time.Second)
 	model := func(name string) sim.Scenario {
 		sc := mustScenario(name)
@@ -149,43 +232,75 @@ func runSlowBackend(ctx context.Context, o Options, r *Report) error {
 	if err != nil {
 		return err
 	}
+	cal, err := slowCalibration(o).run(ctx, o)
+	if err != nil {
+		return err
+	}
+	preds.calibrated("", cal)
 	r.Ideal = fmt.Sprintf("the model's best makespan, hedged sqf: %.3f s", best.MakespanS)
 	r.IdealValue = best.MakespanS
-	for _, rn := range runs {
+	measureRow := func(label, alg string, set advise.Settings, seed Figures) error {
 		// Fresh backends for every run: a cancelled hedge leaves B's worker asleep.
-		_, ts, closeAll, err := localBackends(
+		srvs, ts, closeAll, err := localBackends(
 			backend.Config{Name: "A", Workers: 1000},
 			backend.Config{Name: "B", Workers: 5, Service: slow},
 		)
 		if err != nil {
 			return err
 		}
-		spec := PoolSpec{Balancer: rn.alg, Backends: ts, Hedge: rn.hedge, HedgeBudget: 1}
-		res, cpus, err := runBallast(ctx, o, spec, []loadgen.Options{{N: 50, C: 10}})
+		spec := PoolSpec{Balancer: alg, Backends: ts, MaxConns: set.MaxConns, MaxQueue: set.MaxQueue, Hedge: msDuration(set.HedgeDelayMs), HedgeBudget: 1}
+		res, cpu, own, err := tracedRun(ctx, o, spec, srvs, loadgen.Options{N: 50, C: 10})
 		closeAll()
 		if err != nil {
-			return fmt.Errorf("%s: %w", rn.label, err)
+			return fmt.Errorf("%s: %w", label, err)
 		}
-		row := row(rn.label, res[0], cpus[0])
-		row.Seed = scaleSeed(o, slowSeed(rn.alg))
-		name := "slow-backend"
-		if rn.hedge > 0 {
-			name = "slow-backend-hedged"
-			row.Seed = Figures{}
+		row := row(label, res, cpu)
+		row.Detail.Jitter = own.String()
+		if set == (advise.Settings{}) {
+			preds.measured("", label, own)
 		}
-		if row.Predicted, err = simFigures(model(name), rn.alg); err != nil {
-			return err
-		}
+		row.Seed = seed
+		preds.add(label, "", set.Apply(model("slow-backend")), alg)
 		if row.MakespanS > 0 {
 			row.IdealRatio = best.MakespanS / row.MakespanS
 		}
-		o.logf("slow-backend: %s: %.3f s, split %s", rn.label, row.MakespanS, formatSplit(row.Split))
+		o.logf("slow-backend: %s: %.3f s, split %s", label, row.MakespanS, formatSplit(row.Split))
 		r.Results = append(r.Results, row)
+		return nil
 	}
-	r.Notes = append(r.Notes, fmt.Sprintf("A answers at once (1000 workers); B has 5 workers sleeping %v; load -c 10 -n 50 without keep-alive, as ab", slow))
+	for _, rn := range runs {
+		seed := scaleSeed(o, slowSeed(rn.alg))
+		set := advise.Settings{}
+		if rn.hedge > 0 {
+			seed, set = Figures{}, advise.SettingsOf(model("slow-backend-hedged"))
+		}
+		if err := measureRow(rn.label, rn.alg, set, seed); err != nil {
+			return err
+		}
+	}
+	finishCheck, err := preds.checkAdvice(ctx, model("slow-backend"), "", "byrequests", func(label, alg string, set advise.Settings) error {
+		return measureRow(label, alg, set, Figures{})
+	})
+	if err != nil {
+		return err
+	}
+	r.Notes = append(r.Notes, fmt.Sprintf("A answers at once (1000 workers); B has 5 workers sleeping %v; load -c 10 -n 50 without keep-alive, as ab", slow),
+		"jitter of the calibration run: "+cal.String(),
+		"each row's prediction draws the delays of the calibration run and of the other rows without hedging or backlog (never its own: details.json has each row's)")
 	if o.Quick {
 		r.Notes = append(r.Notes, fmt.Sprintf("--quick: sleeps, seed figures and predictions are all scaled by %g", QuickScale))
 	}
+	if err := preds.finish(r); err != nil {
+		return err
+	}
+	finishCheck(r, func(row Result, set advise.Settings) (bool, string) {
+		// The scenario's goals: 5.1 s (scaled with the sleeps) without hedging, 0.5 s with.
+		limit := 5.1 * float64(slow) / float64(5*time.Second)
+		if set.HedgeDelayMs > 0 {
+			limit = min(limit, 0.5)
+		}
+		return row.MakespanS <= limit, fmt.Sprintf("%.3f s, goal <= %.3f s", row.MakespanS, limit)
+	})
 	return nil
 }
 
@@ -202,12 +317,13 @@ func variableSeed(alg string) Figures {
 
 func runVariableCost(ctx context.Context, o Options, r *Report) error {
 	r.Metric = Makespan
+	preds := newPredictions(o)
+	defer preds.stopOnce()
 	waits := make([]time.Duration, len(sim.WaitList))
-	suffixes := make([]string, len(sim.WaitList))
 	for i, w := range sim.WaitList {
 		waits[i] = scaled(o, w)
-		suffixes[i] = "wait=" + strconv.FormatFloat(waits[i].Seconds(), 'f', -1, 64)
 	}
+	suffixes := waitSuffixes(o)
 	model := func(name string) sim.Scenario {
 		sc := mustScenario(name)
 		for i := range sc.Backends {
@@ -221,6 +337,11 @@ func runVariableCost(ctx context.Context, o Options, r *Report) error {
 	}
 	r.Ideal = fmt.Sprintf("the client's own bound (unlimited workers): %.3f s", bound.MakespanS)
 	r.IdealValue = bound.MakespanS
+	cal, err := variableCalibration(o).run(ctx, o)
+	if err != nil {
+		return err
+	}
+	preds.calibrated("", cal)
 	type run struct {
 		label, alg string
 		backlog    bool
@@ -231,48 +352,63 @@ func runVariableCost(ctx context.Context, o Options, r *Report) error {
 		{"leastconn", "leastconn", false}, {"ewma", "ewma", false},
 		{"byrequests (backlog)", "byrequests", true}, {"sqf (backlog)", "sqf", true},
 	}
-	within := 0
-	for _, rn := range runs {
-		_, ts, closeAll, err := localBackends(
+	measureRow := func(label, alg string, set advise.Settings, seed Figures, sc sim.Scenario) error {
+		srvs, ts, closeAll, err := localBackends(
 			backend.Config{Name: "A", Workers: 4},
 			backend.Config{Name: "B", Workers: 4},
 		)
 		if err != nil {
 			return err
 		}
-		spec := PoolSpec{Balancer: rn.alg, Backends: ts}
-		name := "variable-cost"
-		if rn.backlog {
-			spec.MaxConns, spec.MaxQueue = 4, 100
-			name = "variable-cost-backlog"
-		}
-		res, cpus, err := runBallast(ctx, o, spec, []loadgen.Options{{N: 50, C: 10, URLSuffixes: suffixes}})
+		spec := PoolSpec{Balancer: alg, Backends: ts, MaxConns: set.MaxConns, MaxQueue: set.MaxQueue, Hedge: msDuration(set.HedgeDelayMs), HedgeBudget: 1}
+		res, cpu, own, err := tracedRun(ctx, o, spec, srvs, loadgen.Options{N: 50, C: 10, URLSuffixes: suffixes})
 		closeAll()
 		if err != nil {
-			return fmt.Errorf("%s: %w", rn.label, err)
+			return fmt.Errorf("%s: %w", label, err)
 		}
-		row := row(rn.label, res[0], cpus[0])
-		if !rn.backlog {
-			row.Seed = scaleSeed(o, variableSeed(rn.alg))
+		row := row(label, res, cpu)
+		row.Detail.Jitter = own.String()
+		if set.MaxConns == 0 && set.HedgeDelayMs == 0 {
+			preds.measured("", label, own)
 		}
-		if row.Predicted, err = simFigures(model(name), rn.alg); err != nil {
-			return err
-		}
+		row.Seed = seed
+		preds.add(label, "", set.Apply(sc), alg)
 		if row.MakespanS > 0 {
 			row.IdealRatio = bound.MakespanS / row.MakespanS
 		}
-		if p := row.Predicted.MakespanS; p > 0 && abs(row.MakespanS-p)/p <= 0.05 {
-			within++
-		}
-		o.logf("variable-cost: %s: %.3f s (model %.3f s)", rn.label, row.MakespanS, row.Predicted.MakespanS)
+		o.logf("variable-cost: %s: %.3f s", label, row.MakespanS)
 		r.Results = append(r.Results, row)
+		return nil
+	}
+	for _, rn := range runs {
+		name, seed := "variable-cost", scaleSeed(o, variableSeed(rn.alg))
+		if rn.backlog {
+			name, seed = "variable-cost-backlog", Figures{}
+		}
+		sc := model(name)
+		if err := measureRow(rn.label, rn.alg, advise.SettingsOf(sc), seed, sc); err != nil {
+			return err
+		}
+	}
+	finishCheck, err := preds.checkAdvice(ctx, model("variable-cost"), "", "byrequests", func(label, alg string, set advise.Settings) error {
+		return measureRow(label, alg, set, Figures{}, model("variable-cost"))
+	})
+	if err != nil {
+		return err
 	}
 	r.Notes = append(r.Notes,
 		fmt.Sprintf("two backends x 4 workers; request i carries ?%s, i mod 10; -c 10 -n 50 without keep-alive; (backlog) = max_conns 4 with Ballast's central queue", strings.Join(suffixes, ",")),
-		fmt.Sprintf("%d of %d rows within 5%% of the model's prediction (the goal)", within, len(runs)))
+		"jitter of the calibration run: "+cal.String(),
+		"each row's prediction draws the delays of the calibration run and of the other rows without hedging or backlog (never its own: details.json has each row's)")
 	if o.Quick {
 		r.Notes = append(r.Notes, fmt.Sprintf("--quick: sleeps, seed figures and predictions are all scaled by %g", QuickScale))
 	}
+	if err := preds.finish(r); err != nil {
+		return err
+	}
+	finishCheck(r, func(row Result, _ advise.Settings) (bool, string) {
+		return row.Detail.InRange != nil && *row.Detail.InRange, "measured inside its predicted range: " + row.Detail.RangeGoal
+	})
 	return nil
 }
 
@@ -284,4 +420,14 @@ func scaleSeed(o Options, f Figures) Figures {
 		f.Source += fmt.Sprintf(" (x %g for --quick)", QuickScale)
 	}
 	return f
+}
+
+// waitSuffixes is seed 001's ?wait= list as the load generator's URL suffixes, scaled under
+// Quick.
+func waitSuffixes(o Options) []string {
+	out := make([]string, len(sim.WaitList))
+	for i, w := range sim.WaitList {
+		out[i] = "wait=" + strconv.FormatFloat(scaled(o, w).Seconds(), 'f', -1, 64)
+	}
+	return out
 }

@@ -16,8 +16,11 @@ import (
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	decapMapDecapVips     = "decap_vips"
-	decapProgBallastDecap = "ballast_decap"
+	decapMapDecapVips            = "decap_vips"
+	decapMapScCounters           = "sc_counters"
+	decapMapScPeers              = "sc_peers"
+	decapProgBallastDecap        = "ballast_decap"
+	decapProgBallastSecondChance = "ballast_second_chance"
 )
 
 // loadDecap returns the embedded CollectionSpec for decap.
@@ -62,14 +65,17 @@ type decapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type decapProgramSpecs struct {
-	BallastDecap *ebpf.ProgramSpec `ebpf:"ballast_decap"`
+	BallastDecap        *ebpf.ProgramSpec `ebpf:"ballast_decap"`
+	BallastSecondChance *ebpf.ProgramSpec `ebpf:"ballast_second_chance"`
 }
 
 // decapMapSpecs contains maps before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type decapMapSpecs struct {
-	DecapVips *ebpf.MapSpec `ebpf:"decap_vips"`
+	DecapVips  *ebpf.MapSpec `ebpf:"decap_vips"`
+	ScCounters *ebpf.MapSpec `ebpf:"sc_counters"`
+	ScPeers    *ebpf.MapSpec `ebpf:"sc_peers"`
 }
 
 // decapVariableSpecs contains global variables before they are loaded into the kernel.
@@ -98,12 +104,16 @@ func (o *decapObjects) Close() error {
 //
 // It can be passed to loadDecapObjects or ebpf.CollectionSpec.LoadAndAssign.
 type decapMaps struct {
-	DecapVips *ebpf.Map `ebpf:"decap_vips"`
+	DecapVips  *ebpf.Map `ebpf:"decap_vips"`
+	ScCounters *ebpf.Map `ebpf:"sc_counters"`
+	ScPeers    *ebpf.Map `ebpf:"sc_peers"`
 }
 
 func (m *decapMaps) Close() error {
 	return _DecapClose(
 		m.DecapVips,
+		m.ScCounters,
+		m.ScPeers,
 	)
 }
 
@@ -117,12 +127,14 @@ type decapVariables struct {
 //
 // It can be passed to loadDecapObjects or ebpf.CollectionSpec.LoadAndAssign.
 type decapPrograms struct {
-	BallastDecap *ebpf.Program `ebpf:"ballast_decap"`
+	BallastDecap        *ebpf.Program `ebpf:"ballast_decap"`
+	BallastSecondChance *ebpf.Program `ebpf:"ballast_second_chance"`
 }
 
 func (p *decapPrograms) Close() error {
 	return _DecapClose(
 		p.BallastDecap,
+		p.BallastSecondChance,
 	)
 }
 

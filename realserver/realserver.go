@@ -31,6 +31,11 @@ type Options struct {
 	// Iface is the interface the director's packets arrive on: required for TUN (the
 	// decapsulation program is attached there); for DR it also gets the ARP sysctls.
 	Iface string
+	// SecondChance (DR) are the other real servers of the VIPs: a TCP segment the director
+	// marked with one of them as its second-chance server (GLB's second chance, director
+	// Options.SecondChance), for which this host holds no connection, is passed on to it by a
+	// tcx ingress program on Iface (required).
+	SecondChance []netip.Addr
 }
 
 // RealServer is a prepared host; Close undoes the preparation.
@@ -61,6 +66,14 @@ func Setup(o Options) (_ *RealServer, err error) {
 	}
 	if o.Mode == TUN && o.Iface == "" {
 		return nil, errors.New("realserver: tun mode needs the interface the tunnel arrives on (--iface)")
+	}
+	if len(o.SecondChance) > 0 && (o.Mode != DR || o.Iface == "") {
+		return nil, errors.New("realserver: second chance is for dr mode and needs the interface the director's packets arrive on (--iface)")
+	}
+	for _, p := range o.SecondChance {
+		if !p.Is4() {
+			return nil, fmt.Errorf("realserver: second-chance peer %s: only IPv4 is supported", p)
+		}
 	}
 	r := &RealServer{}
 	if r.ns, err = netns.Get(); err != nil {
@@ -93,8 +106,18 @@ func Setup(o Options) (_ *RealServer, err error) {
 		}
 	}
 	if o.Mode == TUN {
-		if err := r.attachDecap(iface.Attrs().Index, o.VIPs); err != nil {
+		if err := r.attachDecap(iface.Attrs().Index, o.VIPs, false); err != nil {
 			return nil, err
+		}
+	}
+	if len(o.SecondChance) > 0 {
+		if err := r.attachDecap(iface.Attrs().Index, o.VIPs, true); err != nil {
+			return nil, err
+		}
+		for _, p := range o.SecondChance {
+			if err := r.objs.ScPeers.Put(p.As4(), uint8(1)); err != nil {
+				return nil, fmt.Errorf("realserver: second-chance peer %s: %w", p, err)
+			}
 		}
 	}
 	return r, nil
@@ -144,7 +167,9 @@ func (r *RealServer) set(path, value string) error {
 	return nil
 }
 
-func (r *RealServer) attachDecap(ifindex int, vips []netip.Addr) error {
+// attachDecap loads the object and attaches its decapsulation program, or with secondChance
+// its second-chance program, on ifindex.
+func (r *RealServer) attachDecap(ifindex int, vips []netip.Addr, secondChance bool) error {
 	if err := loadDecapObjects(&r.objs, nil); err != nil {
 		var ve *ebpf.VerifierError
 		if errors.As(err, &ve) {
@@ -159,12 +184,39 @@ func (r *RealServer) attachDecap(ifindex int, vips []netip.Addr) error {
 			return fmt.Errorf("realserver: VIP %s: %w", v, err)
 		}
 	}
+	prog := r.objs.BallastDecap
+	if secondChance {
+		prog = r.objs.BallastSecondChance
+	}
 	var err error
-	r.tcx, err = link.AttachTCX(link.TCXOptions{Interface: ifindex, Program: r.objs.BallastDecap, Attach: ebpf.AttachTCXIngress})
+	r.tcx, err = link.AttachTCX(link.TCXOptions{Interface: ifindex, Program: prog, Attach: ebpf.AttachTCXIngress})
 	if err != nil {
-		return fmt.Errorf("realserver: attaching the decapsulation program (tcx ingress): %w", err)
+		return fmt.Errorf("realserver: attaching the %s program (tcx ingress): %w", prog, err)
 	}
 	return nil
+}
+
+// SecondChanceStats counts what the second-chance program did: marked segments seen, those
+// delivered here (a connection of this host), passed on to the second-chance server, and
+// those naming a server not among Options.SecondChance (delivered here).
+type SecondChanceStats struct{ Marked, Local, Passed, NoPeer uint64 }
+
+// SecondChance reads the second-chance program's counters (zero without it).
+func (r *RealServer) SecondChance() (SecondChanceStats, error) {
+	var st SecondChanceStats
+	if !r.loaded {
+		return st, nil
+	}
+	for i, dst := range []*uint64{&st.Marked, &st.Local, &st.Passed, &st.NoPeer} {
+		var per []uint64
+		if err := r.objs.ScCounters.Lookup(uint32(i), &per); err != nil {
+			return st, err
+		}
+		for _, v := range per {
+			*dst += v
+		}
+	}
+	return st, nil
 }
 
 // Close undoes Setup: the program is detached, the VIPs leave lo, the sysctls get their old

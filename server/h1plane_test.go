@@ -3,29 +3,33 @@ package server
 import (
 	"fmt"
 	"testing"
+
+	"ballast/config"
 )
 
 // TestEngineSwitch: with BALLAST_H1=engine a plain-HTTP listener is served by the event-loop
-// engine (its counters move, fasthttp's do not), a reload moves its routes, and a listener
-// with traffic policy stays on fasthttp.
+// engine (its counters move), traffic policy applies there through the HTTP core (a denied
+// client gets 403 from the engine), a reload moves its routes, and a configuration with a
+// compressing route stays on fasthttp.
 func TestEngineSwitch(t *testing.T) {
 	t.Setenv("BALLAST_H1", "engine")
 	a, b := namedBackend(t, "a"), namedBackend(t, "b")
-	yaml := func(backend, policy string) string {
+	yaml := func(backend, route string) string {
 		return fmt.Sprintf(`listeners:
   - name: web
     address: 127.0.0.1:0
   - name: guarded
     address: 127.0.0.1:0
-%spools:
+    deny: ["127.0.0.0/8"]
+pools:
   - name: p
     backends:
       - address: %s
 routes:
   - pool: p
-`, policy, backend)
+%s`, backend, route)
 	}
-	s, file := startFile(t, yaml(a, "    deny: [\"192.0.2.0/24\"]\n"))
+	s, file := startFile(t, yaml(a, ""))
 	web, guarded := "http://"+s.Addr("web").String(), "http://"+s.Addr("guarded").String()
 	var hp *httpPlane
 	for _, pl := range s.planes {
@@ -44,10 +48,10 @@ routes:
 	if n := hp.engine.Stats().Requests; n != 3 {
 		t.Fatalf("the engine served %d requests, want 3", n)
 	}
-	if code, _ := get(t, guarded+"/"); code != 200 || hp.engine.Stats().Requests != 3 {
-		t.Fatalf("the listener with policy: %d, engine requests %d (want it on fasthttp)", code, hp.engine.Stats().Requests)
+	if code, _ := get(t, guarded+"/"); code != 403 || hp.engine.Stats().Requests != 4 {
+		t.Fatalf("the listener with policy: %d, engine requests %d (want 403 from the engine)", code, hp.engine.Stats().Requests)
 	}
-	writeFile(t, file, yaml(b, "    deny: [\"192.0.2.0/24\"]\n"))
+	writeFile(t, file, yaml(b, ""))
 	if err := s.Reload(); err != nil {
 		t.Fatal(err)
 	}
@@ -56,5 +60,15 @@ routes:
 	}
 	if r := hp.Responses(s.pools["p"].Backends()[0]); r[2] == 0 {
 		t.Fatalf("responses by class %v: the engine's are not counted", r)
+	}
+	hp.mu.Lock()
+	cfg := *hp.cfg
+	hp.mu.Unlock()
+	if !engineServes(&cfg, "web") {
+		t.Fatal("engineServes: the plain listener is not the engine's")
+	}
+	cfg.Routes = append([]config.Route{{Pool: "p", RoutePolicy: config.RoutePolicy{Compress: &config.Compress{}}}}, cfg.Routes...)
+	if engineServes(&cfg, "web") {
+		t.Fatal("engineServes: a configuration that compresses went to the engine")
 	}
 }

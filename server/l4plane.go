@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"time"
 
+	"ballast/accesslog"
 	"ballast/admin"
 	"ballast/config"
 	"ballast/l4"
@@ -29,6 +31,9 @@ type l4Plane struct {
 	cfg *config.Config
 	tcp map[string]*l4.TCP // by listener name, including removed listeners still draining
 	udp map[string]*l4.UDP
+	// access is the L4 access log (logging.access, the HTTP planes' file and format): a line
+	// per tcp connection and per udp flow.
+	access accesslog.Switch
 }
 
 func newL4Plane(logger *slog.Logger) *l4Plane {
@@ -56,9 +61,10 @@ func (p *l4Plane) Swap(cfg *config.Config, pools map[string]*upstream.Pool) erro
 		table *l4.Table
 	}
 	type udpPlan struct {
-		l    config.Listener
-		pool *upstream.Pool
-		key  l4.Key
+		l       config.Listener
+		pool    *upstream.Pool
+		key     l4.Key
+		persist time.Duration
 	}
 	var tcps []tcpPlan
 	var udps []udpPlan
@@ -78,7 +84,7 @@ func (p *l4Plane) Swap(cfg *config.Config, pools map[string]*upstream.Pool) erro
 		if len(routes[0].SNI) > 0 {
 			return fmt.Errorf("listener %s: a udp listener has no SNI to route by", l.Name)
 		}
-		udps = append(udps, udpPlan{l, routes[0].Pool, routes[0].Key})
+		udps = append(udps, udpPlan{l, routes[0].Pool, routes[0].Key, routes[0].Persistence})
 	}
 	trust, err := proxyTrust(cfg)
 	if err != nil {
@@ -86,6 +92,11 @@ func (p *l4Plane) Swap(cfg *config.Config, pools map[string]*upstream.Pool) erro
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if len(tcps)+len(udps) > 0 || !cfg.Logging.Access {
+		if err := p.access.Set(cfg.Logging); err != nil {
+			return fmt.Errorf("l4 access log: %w", err)
+		}
+	}
 	for _, t := range tcps {
 		if px := p.tcp[t.l.Name]; px != nil {
 			px.Swap(t.table)
@@ -93,11 +104,13 @@ func (p *l4Plane) Swap(cfg *config.Config, pools map[string]*upstream.Pool) erro
 			continue
 		}
 		px := l4.NewTCP(l4.TCPOptions{
+			Name:             t.l.Name,
 			IdleTimeout:      t.l.IdleTimeout.Duration,
 			AcceptProxy:      t.l.AcceptProxy,
 			HandshakeTimeout: t.l.ReadHeaderTimeout.Duration,
 		}, t.table)
 		px.SetProxyTrust(trust)
+		px.SetAccessLog(&p.access)
 		p.tcp[t.l.Name] = px
 	}
 	for _, u := range udps {
@@ -105,7 +118,12 @@ func (p *l4Plane) Swap(cfg *config.Config, pools map[string]*upstream.Pool) erro
 			px.SetPool(u.pool)
 			continue
 		}
-		p.udp[u.l.Name] = l4.NewUDP(l4.UDPOptions{IdleTimeout: u.l.IdleTimeout.Duration, MaxFlows: u.l.MaxFlows, Key: u.key}, u.pool)
+		px := l4.NewUDP(l4.UDPOptions{
+			Name: u.l.Name, IdleTimeout: u.l.IdleTimeout.Duration, MaxFlows: u.l.MaxFlows, Key: u.key, Persistence: u.persist,
+			NewFlowRate: u.l.NewFlowRate, NewFlowBurst: u.l.NewFlowBurst,
+		}, u.pool)
+		px.SetAccessLog(&p.access)
+		p.udp[u.l.Name] = px
 	}
 	p.cfg = cfg
 	return nil
@@ -214,11 +232,15 @@ func (p *l4Plane) ListenerStats() []admin.ListenerStats {
 			s := t.Stats()
 			st.Accepted, st.Active, st.ProxyRefused, st.NoRoute = s.Accepted, s.Active, s.ProxyRefused, s.NoRoute
 			st.NoBackend, st.IdleClosed, st.Retries = s.NoBackend, s.IdleClosed, s.Retries
+			st.Terminations = s.Terminations
 		}
 		if u := p.udp[l.Name]; u != nil {
 			s := u.Stats()
 			st.Active, st.Flows, st.FlowsExpired, st.Retries = s.Flows, s.Created, s.Expired, s.Retries
 			st.DroppedMaxFlows, st.DroppedNoBackend = s.DroppedCap, s.DroppedNoBackend
+			st.Datagrams, st.DroppedDescriptors, st.DroppedRate = s.Datagrams, s.DroppedDescriptors, s.DroppedRate
+			st.DroppedSend, st.DroppedOverflow, st.RepliesDropped = s.DroppedSend, s.DroppedOverflow, s.RepliesDropped
+			st.Forwarded, st.Replies, st.MaxFlows = s.PacketsIn, s.PacketsOut, u.MaxFlows()
 			st.BytesIn, st.BytesOut = s.BytesIn, s.BytesOut
 		}
 		out = append(out, st)
@@ -240,3 +262,6 @@ func (p *l4Plane) Conns(b *upstream.Backend) admin.ConnStats {
 	}
 	return c
 }
+
+// ReopenLogs reopens the L4 access log's file (SIGUSR1).
+func (p *l4Plane) ReopenLogs() error { return p.access.Reopen() }

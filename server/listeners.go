@@ -9,6 +9,8 @@ import (
 	"sync"
 	"syscall"
 
+	"golang.org/x/sys/unix"
+
 	"ballast/config"
 )
 
@@ -84,7 +86,7 @@ func (s *Server) openListeners(cfg *config.Config) ([]*socket, error) {
 			if _, ok := s.listeners[listenerKey(l)]; ok {
 				continue
 			}
-			sock, err := listen(l)
+			sock, err := listen(l, cfg.HA != nil)
 			if err != nil {
 				closeSockets(opened)
 				for _, so := range s.listeners {
@@ -101,18 +103,23 @@ func (s *Server) openListeners(cfg *config.Config) ([]*socket, error) {
 }
 
 // listen binds one listener's socket: a datagram socket for udp, a stream listener otherwise.
-func listen(l config.Listener) (Socket, error) {
+// With freebind (an ha section) the socket may bind an address the host does not hold yet:
+// an HA backup binds its listeners before it becomes master and receives their addresses.
+func listen(l config.Listener, freebind bool) (Socket, error) {
+	lc := net.ListenConfig{KeepAlive: -1}
+	if freebind {
+		lc.Control = setFreebind
+	}
 	if l.Protocol == config.ProtocolUDP {
-		a, err := net.ResolveUDPAddr("udp", l.Address)
+		pc, err := lc.ListenPacket(context.Background(), "udp", l.Address)
 		if err != nil {
 			return Socket{}, err
 		}
-		c, err := net.ListenUDP("udp", a)
-		return Socket{Packet: c}, err
+		return Socket{Packet: pc.(*net.UDPConn)}, nil
 	}
 	// No TCP keep-alive probes on client connections (HAProxy's default, option tcpka off):
 	// idle_timeout closes idle clients, and the probes' setsockopt calls cost every accept.
-	ln, err := (&net.ListenConfig{KeepAlive: -1}).Listen(context.Background(), "tcp", l.Address)
+	ln, err := lc.Listen(context.Background(), "tcp", l.Address)
 	if err != nil {
 		return Socket{}, err
 	}
@@ -174,4 +181,20 @@ func fixedOptionsChanged(a, b config.Listener) bool {
 	a.TLS, b.TLS = nil, nil
 	a.ListenerPolicy, b.ListenerPolicy = config.ListenerPolicy{}, config.ListenerPolicy{} // applied by Swap
 	return !reflect.DeepEqual(a, b)
+}
+
+// setFreebind sets IP_FREEBIND (and IPV6_FREEBIND) on a socket before it binds.
+func setFreebind(network, _ string, c syscall.RawConn) error {
+	var serr error
+	err := c.Control(func(fd uintptr) {
+		if network == "tcp6" || network == "udp6" {
+			serr = unix.SetsockoptInt(int(fd), unix.SOL_IPV6, unix.IPV6_FREEBIND, 1)
+			return
+		}
+		serr = unix.SetsockoptInt(int(fd), unix.SOL_IP, unix.IP_FREEBIND, 1)
+	})
+	if err != nil {
+		return err
+	}
+	return serr
 }

@@ -11,6 +11,7 @@ import (
 	"ballast/config"
 	"ballast/h1"
 	"ballast/h2proxy"
+	"ballast/httpcore"
 	"ballast/httpproxy"
 	"ballast/proxyproto"
 	"ballast/upstream"
@@ -32,15 +33,19 @@ type Plane interface {
 	Shutdown(ctx context.Context) error
 }
 
-// httpPlane is the HTTP/1 reverse proxy as a Plane. It also gives the admin plane its
-// counters (admin.Counters, and admin.ListenerCounters for the PROXY headers it refuses).
+// httpPlane is the HTTP side as a Plane: the HTTP core (routes, policy, the access log, the
+// counters) and the HTTP/1 engine that serves its listeners' sockets; the HTTP/2 engine gets
+// its connections from the fronts. It also gives the admin plane its counters
+// (admin.Counters, and admin.ListenerCounters for the PROXY headers it refuses).
 type httpPlane struct {
-	logger *slog.Logger
-	proxy  *httpproxy.Proxy // nil until the first Swap
+	logger   *slog.Logger
+	core     *httpcore.Core
+	proxy    *httpproxy.Proxy
+	down     chan struct{} // closed when Shutdown has stopped the HTTP/1 engine
+	downOnce sync.Once
 
-	mu    sync.Mutex // guards cfg, pools, pp and trust against the admin plane's reads and Serve
-	cfg   *config.Config
-	pools map[string]*upstream.Pool
+	mu  sync.Mutex // guards cfg, pp and trust against the admin plane's reads and Serve
+	cfg *config.Config
 	// pp holds the PROXY protocol readers of each accept_proxy listener's sockets, by name
 	// (a reload that moves a listener gives it a new socket), so that its count never goes back.
 	pp    map[string][]*proxyproto.Listener
@@ -48,7 +53,15 @@ type httpPlane struct {
 
 	h2     *h2proxy.Proxy // gets the HTTP/2 connections of TLS and h2c listeners
 	fronts fronts         // TLS certificates and the fronts of TLS and h2c listeners
-	engine *h1.Engine     // the event-loop engine, behind its switch (h1plane.go)
+	engine *h1.Engine     // the event-loop HTTP/1 engine, behind its switch (h1plane.go)
+}
+
+// newHTTPPlane builds the HTTP core and both engines over it; neither engine knows the other
+// (the HTTP/2 one borrows the HTTP/1 one's backend connections through httpcore.Bridge).
+func newHTTPPlane(logger *slog.Logger) *httpPlane {
+	core := httpcore.New(logger)
+	h1 := httpproxy.New(core, logger)
+	return &httpPlane{logger: logger, core: core, proxy: h1, h2: h2proxy.New(core, h1, logger), down: make(chan struct{})}
 }
 
 func (p *httpPlane) Name() string { return "http" }
@@ -76,26 +89,15 @@ func (p *httpPlane) Swap(cfg *config.Config, pools map[string]*upstream.Pool) er
 	if err != nil {
 		return err
 	}
-	if err := p.swapEngine(hc, pools); err != nil {
+	if err := p.startEngine(); err != nil {
 		return err
 	}
-	if p.proxy != nil {
-		if err := p.proxy.Swap(hc, pools); err != nil {
-			if p.cfg != nil {
-				_ = p.swapEngine(p.cfg, p.pools)
-			}
-			return err
-		}
-	} else {
-		px, err := httpproxy.New(hc, pools, p.logger)
-		if err != nil {
-			return err
-		}
-		p.proxy = px
+	if err := p.core.Swap(hc, pools); err != nil {
+		return err
 	}
 	commitTLS()
 	p.mu.Lock()
-	p.cfg, p.trust, p.pools = hc, trust, pools
+	p.cfg, p.trust = hc, trust
 	for _, pls := range p.pp { // a reload's trusted_proxies apply to open listeners at once
 		for _, pl := range pls {
 			pl.SetTrust(trust)
@@ -134,7 +136,7 @@ func httpPart(cfg *config.Config) *config.Config {
 // (within read_header_timeout), whose client address fasthttp then sees as the peer's, so that
 // X-Forwarded-For, source-IP hashing and the access log name the original client.
 func (p *httpPlane) Serve(listener string, sock Socket) error {
-	if p.proxy == nil {
+	if p.core.Table() == nil {
 		return errors.New("http plane: Serve before Swap")
 	}
 	ln := sock.Stream
@@ -154,7 +156,7 @@ func (p *httpPlane) Serve(listener string, sock Socket) error {
 		return p.engine.Serve(listener, ln)
 	}
 	p.mu.Unlock()
-	if f := p.fronts.front(listener, p.h2); f != nil { // TLS and h2c: ALPN or preface decides the plane
+	if f := p.fronts.front(listener, p.h2, p.core); f != nil { // TLS and h2c: ALPN or preface decides the engine
 		return f.serve(ln, func(h1 net.Listener) error { return p.proxy.Serve(listener, h1) })
 	}
 	return p.proxy.Serve(listener, ln)
@@ -181,48 +183,22 @@ func (p *httpPlane) ListenerStats() []admin.ListenerStats {
 }
 
 // ReopenLogs reopens the access log file (SIGUSR1).
-func (p *httpPlane) ReopenLogs() error {
-	if p.proxy == nil {
-		return nil
-	}
-	if p.engine != nil {
-		_ = p.engine.ReopenAccessLog()
-	}
-	return p.proxy.ReopenAccessLog()
-}
+func (p *httpPlane) ReopenLogs() error { return p.core.ReopenAccessLog() }
 
+// Shutdown stops the HTTP/1 engine; the HTTP/2 plane closes the core once both have stopped.
 func (p *httpPlane) Shutdown(ctx context.Context) error {
-	if p.proxy == nil {
-		return nil
-	}
+	defer p.downOnce.Do(func() { close(p.down) })
 	engineDone := make(chan error, 1)
 	go func() { engineDone <- p.shutdownEngine(ctx) }()
 	return errors.Join(p.proxy.Shutdown(ctx), <-engineDone)
 }
 
-func (p *httpPlane) Responses(b *upstream.Backend) [6]uint64 {
-	if p.proxy == nil {
-		return [6]uint64{}
-	}
-	r := p.proxy.Responses(b)
-	if p.engine != nil {
-		for i, n := range p.engine.Responses(b) {
-			r[i] += n
-		}
-	}
-	return r
-}
+// Responses are b's responses by status class, over both HTTP versions.
+func (p *httpPlane) Responses(b *upstream.Backend) [6]uint64 { return p.core.Responses(b) }
 
+// PoolCounters are the pool's retries and hedges, over both HTTP versions.
 func (p *httpPlane) PoolCounters(pool string) (retries, hedges uint64) {
-	if p.proxy == nil {
-		return 0, 0
-	}
-	retries, hedges = p.proxy.PoolCounters(pool)
-	if p.engine != nil {
-		r, _ := p.engine.PoolCounters(pool)
-		retries += r
-	}
-	return retries, hedges
+	return p.core.PoolCounters(pool)
 }
 
 // proxyTrust is the configuration's trusted_proxies as the peers an accept_proxy listener

@@ -11,7 +11,6 @@ import (
 
 	"ballast/admin"
 	"ballast/config"
-	"ballast/h2proxy"
 	"ballast/health"
 	"ballast/upstream"
 )
@@ -37,6 +36,10 @@ type Server struct {
 	health *health.Monitor
 	ops    *admin.Plane
 	planes []Plane
+	disc   *discoveryPlane // the pools' discovery sources (discovery.go)
+	fleet  fleetState      // the fleet on etcd (fleet.go)
+	ha     *haPlane        // the VRRP virtual router (server/ha.go), last of the planes
+	bgp    *bgpPlane       // the BGP speaker of a scale-out director (server/bgp.go)
 
 	mu        sync.Mutex // guards cfg and listeners against readers outside the signal loop
 	cfg       *config.Config
@@ -61,16 +64,30 @@ func Start(cfg *config.Config, o Options) (*Server, error) {
 	s.ops = admin.New(o.Logger)
 	s.health = health.New(ctx, s.ops.HealthOptions())
 	s.ops.Watch(s.health)
-	http := &httpPlane{logger: o.Logger, h2: h2proxy.New(o.Logger)}
+	http := newHTTPPlane(o.Logger)
 	l4 := newL4Plane(o.Logger)
 	s.planes = []Plane{http, &h2Plane{http: http, proxy: http.h2}, l4}
 	s.ops.Count(http)
 	xdp := newXDPPlane(o.Logger) // the XDP directors (server/xdpplane.go)
 	s.planes = append(s.planes, xdp)
 	s.ops.ShowDirectors(xdp)
+	s.ha = newHAPlane(o.Logger, xdp) // after the directors: flow sync needs them swapped in
+	s.planes = append(s.planes, s.ha)
+	s.ops.ShowHA(s.ha)
+	s.bgp = newBGPPlane(o.Logger, xdp) // after the directors: it reads their tables
+	s.planes = append(s.planes, s.bgp)
+	s.ops.ShowBGP(s.bgp)
 	s.ops.CountListeners(http, l4)
 	s.ops.CountConns(l4)
+	s.disc = newDiscoveryPlane(ctx, o.Logger)
+	s.ops.ShowDiscovery(s.disc)
+	s.ops.SetSelf(s.selfAddrs) // server/self.go
 
+	s.disc.prepare(cfg)
+	if err := s.fleetPrepare(cfg); err != nil {
+		s.stop()
+		return nil, err
+	}
 	pools, err := s.buildPools(cfg, nil)
 	if err != nil {
 		s.stop()
@@ -83,6 +100,8 @@ func Start(cfg *config.Config, o Options) (*Server, error) {
 		return nil, err
 	}
 	undo := func() {
+		_ = s.ha.Shutdown(context.Background())
+		_ = s.bgp.Shutdown(context.Background())
 		_ = xdp.Shutdown(context.Background()) // detaches directors the swap attached
 		closeSockets(opened)
 		closePools(pools)
@@ -97,6 +116,8 @@ func Start(cfg *config.Config, o Options) (*Server, error) {
 		return nil, err
 	}
 	s.health.Update(pools, cfg.Pools)
+	s.disc.install(cfg, pools)
+	s.fleetInstall(pools)
 	s.cfg, s.pools = cfg, pools
 	for _, so := range opened {
 		s.serve(so)
@@ -106,6 +127,7 @@ func Start(cfg *config.Config, o Options) (*Server, error) {
 
 // stop ends what Start made before any socket is served: the admin plane and the monitor.
 func (s *Server) stop() {
+	s.fleetClose()
 	s.ops.Close()
 	s.cancel()
 	s.health.Close()
@@ -117,7 +139,7 @@ func (s *Server) stop() {
 func (s *Server) buildPools(cfg *config.Config, prev map[string]*upstream.Pool) (map[string]*upstream.Pool, error) {
 	pools := make(map[string]*upstream.Pool, len(cfg.Pools))
 	for _, pc := range cfg.Pools {
-		p, err := upstream.NewPool(pc.Spec(s.ops.ObserveRelease), prev[pc.Name])
+		p, err := upstream.NewPool(s.disc.extend(pc.Name, pc.Spec(s.ops.ObserveRelease)), prev[pc.Name])
 		if err != nil {
 			closePools(pools)
 			return nil, err
@@ -189,7 +211,11 @@ func (s *Server) Describe() string {
 	}
 	var pools []string
 	for _, pc := range s.cfg.Pools {
-		pools = append(pools, fmt.Sprintf("%s: %s over %d backends", pc.Name, pc.Balancer, len(pc.Backends)))
+		desc := fmt.Sprintf("%s: %s over %d backends", pc.Name, pc.Balancer, len(pc.Backends))
+		if pc.Discovery != nil {
+			desc += " and discovered ones" // server/discovery.go
+		}
+		pools = append(pools, desc)
 	}
 	return strings.Join(parts, ", ") + " (pool " + strings.Join(pools, "; pool ") + ")"
 }
@@ -229,18 +255,26 @@ func (s *Server) install(cfg *config.Config) error {
 	if err := s.ops.Check(cfg); err != nil {
 		return err
 	}
+	s.disc.prepare(cfg)
+	if err := s.fleetPrepare(cfg); err != nil {
+		s.disc.abort()
+		return err
+	}
 	pools, err := s.buildPools(cfg, s.pools)
 	if err != nil {
+		s.undoPrepare()
 		return err
 	}
 	opened, err := s.openListeners(cfg)
 	if err != nil {
 		closePools(pools)
+		s.undoPrepare()
 		return err
 	}
 	if err := s.swapPlanes(cfg, pools); err != nil {
 		closeSockets(opened)
 		closePools(pools)
+		s.undoPrepare()
 		return err
 	}
 	old := s.pools
@@ -257,6 +291,8 @@ func (s *Server) install(cfg *config.Config) error {
 		s.logger.Error("admin listener not started", "error", err)
 	}
 	s.health.Update(pools, cfg.Pools) // checks move to the new pools
+	s.disc.install(cfg, pools)        // discovery applies to the new pools
+	s.fleetInstall(pools)
 	closePools(old)
 	s.closeRemoved(cfg)
 	for _, so := range opened {
@@ -269,6 +305,10 @@ func (s *Server) install(cfg *config.Config) error {
 // Shutdown stops accepting on every plane, waits until in-flight work finishes or ctx ends,
 // then stops the admin plane and the health monitor and closes the pools.
 func (s *Server) Shutdown(ctx context.Context) error {
+	// An HA master steps down first and keeps forwarding until another director takes over.
+	s.ha.resign(ctx)
+	// A scale-out director withdraws its routes and forwards while the routers move the flows.
+	s.bgp.withdraw(ctx)
 	// The planes stop together, so that none keeps accepting while another drains.
 	errs := make([]error, len(s.planes))
 	var wg sync.WaitGroup

@@ -160,7 +160,7 @@ func TestReloadCannotUnprotectTheAdminAPI(t *testing.T) {
 	s, file := startFile(t, fmt.Sprintf(`
 listeners: [{address: "127.0.0.1:0"}]
 pools: [{name: p, backends: [{name: a, address: %q}]}]
-admin: {address: "0.0.0.0:0", token: T}
+admin: {address: "0.0.0.0:0", token: T-0123456789abcdef}
 `, be))
 	adminAddr := s.AdminAddr()
 	if !strings.HasPrefix(adminAddr, "0.0.0.0:") && !strings.HasPrefix(adminAddr, "[::]:") {
@@ -181,7 +181,7 @@ admin: {address: "127.0.0.1:%s"}
 	if w := s.pools["p"].Backend("a").ConfigWeight(); w != 1 {
 		t.Errorf("the refused reload changed the weight to %d", w)
 	}
-	if code := adminPost(t, adminAddr, "/api/pools/p/backends/a/disable", "T"); code != 200 {
+	if code := adminPost(t, adminAddr, "/api/pools/p/backends/a/disable", "T-0123456789abcdef"); code != 200 {
 		t.Fatalf("change with the token: %d", code)
 	}
 	if st := s.pools["p"].Backend("a").State(); st != upstream.StateDisabled {

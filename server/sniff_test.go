@@ -15,17 +15,20 @@ import (
 func TestSniffPreface(t *testing.T) {
 	preface := string(http2Preface)
 	tests := []struct {
-		name, in   string
-		wantPrefix string
-		h2         bool
-		err        bool
+		name, in string
+		h2       bool
+		err      bool
 	}{
-		{"HTTP/2 preface", preface + "\x00\x00\x00\x04", preface, true, false},
-		{"GET", "GET / HTTP/1.1\r\n", "G", false, false},
-		{"POST shares the P", "POST / HTTP/1.1\r\n", "PO", false, false},
-		{"PRI with HTTP/1.1", "PRI * HTTP/1.1\r\n\r\n", "PRI * HTTP/1", false, false},
-		{"preface cut short", preface[:10], preface[:10], false, false},
-		{"nothing", "", "", false, true},
+		{"HTTP/2 preface", preface + "\x00\x00\x00\x04", true, false},
+		{"GET", "GET / HTTP/1.1\r\n", false, false},
+		{"POST shares the P", "POST / HTTP/1.1\r\n", false, false},
+		{"PRI with HTTP/1.1", "PRI * HTTP/1.1\r\n\r\n", false, false},
+		{"empty lines first", "\r\nGET / HTTP/1.0\r\n", false, false},
+		{"bare LF", "GET / HTTP/1.1\nHost: x\n\n", false, false},
+		{"preface cut short", preface[:10], false, false},
+		{"nothing", "", false, true},
+		{"invalid preface (h2spec 3.5)", "INVALID CONNECTION PREFACE\r\n\r\n", false, true},
+		{"no version", "GET /\r\n", false, true},
 	}
 	for _, tt := range tests {
 		for _, chunked := range []bool{false, true} {
@@ -33,31 +36,38 @@ func TestSniffPreface(t *testing.T) {
 			if chunked {
 				r = iotest.OneByteReader(r)
 			}
-			prefix, h2, err := sniffPreface(r)
-			if (err != nil) != tt.err || h2 != tt.h2 || (!chunked && !tt.h2 && !tt.err && !strings.HasPrefix(tt.in, string(prefix))) || (chunked && string(prefix) != tt.wantPrefix) {
-				t.Errorf("%s (one byte at a time: %v): prefix %q h2 %v err %v; want %q %v err %v", tt.name, chunked, prefix, h2, err, tt.wantPrefix, tt.h2, tt.err)
+			prefix, h2, err := sniffPreface(r, 8192)
+			if (err != nil) != tt.err || h2 != tt.h2 || !strings.HasPrefix(tt.in, string(prefix)) {
+				t.Errorf("%s (one byte at a time: %v): prefix %q h2 %v err %v; want h2 %v err %v", tt.name, chunked, prefix, h2, err, tt.h2, tt.err)
 			}
 		}
 	}
 }
 
 // FuzzSniffPreface: whatever the bytes and however they arrive, the prefix returned is what was
-// read (so replaying it loses nothing), and h2 means exactly the whole preface.
+// read (so replaying it loses nothing), h2 means exactly the whole preface, and an error means
+// nothing came or the first line is no HTTP/1 request line.
 func FuzzSniffPreface(f *testing.F) {
 	f.Add([]byte(http2Preface), uint8(3))
 	f.Add([]byte("GET / HTTP/1.1\r\n\r\n"), uint8(1))
 	f.Add([]byte("PRI * HTTP/2.0\r\n\r\nXX"), uint8(5))
+	f.Add([]byte("INVALID CONNECTION PREFACE\r\n\r\n"), uint8(7))
 	f.Add([]byte{}, uint8(0))
+	const maxLine = 64
 	f.Fuzz(func(t *testing.T, in []byte, chunk uint8) {
 		r := &chunkReader{data: in, n: int(chunk%8) + 1}
-		prefix, h2, err := sniffPreface(r)
+		prefix, h2, err := sniffPreface(r, maxLine)
 		if err != nil {
-			if len(in) != 0 {
-				t.Fatalf("error %v with %d bytes to read", err, len(in))
+			if len(in) == 0 {
+				return
+			}
+			line, _, ok := bytes.Cut(bytes.TrimLeft(in, "\r\n"), []byte("\n"))
+			if !ok || requestLine(bytes.TrimSuffix(line, []byte("\r"))) {
+				t.Fatalf("error %v for %q", err, in)
 			}
 			return
 		}
-		if !bytes.HasPrefix(in, prefix) || len(prefix) > len(http2Preface) {
+		if !bytes.HasPrefix(in, prefix) || len(prefix) > max(len(http2Preface), maxLine+8) {
 			t.Fatalf("prefix %q is not what was read from %q", prefix, in)
 		}
 		if h2 != (len(in) >= len(http2Preface) && bytes.Equal(in[:len(http2Preface)], http2Preface)) {

@@ -7,11 +7,14 @@ import (
 	"errors"
 	"io"
 	"net"
+	"net/netip"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"ballast/config"
 	"ballast/h2proxy"
+	"ballast/httpcore"
 	"ballast/sockio"
 	"ballast/tlsconf"
 )
@@ -108,7 +111,7 @@ func (f *fronts) prepare(cfg *config.Config) (commit func(), err error) {
 }
 
 // front returns the front for the named listener, or nil when it needs none.
-func (f *fronts) front(listener string, h2 *h2proxy.Proxy) *front {
+func (f *fronts) front(listener string, h2 *h2proxy.Proxy, core *httpcore.Core) *front {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	l, ok := f.conf[listener]
@@ -120,7 +123,9 @@ func (f *fronts) front(listener string, h2 *h2proxy.Proxy) *front {
 		listener: listener,
 		tls:      f.tls[listener],
 		h2:       h2,
+		core:     core,
 		timeout:  config.Or(l.ReadHeaderTimeout.Duration, config.DefaultReadHeaderTimeout),
+		maxLine:  max(l.MaxHeaderBytes, config.DefaultMaxHeaderBytes),
 	}
 }
 
@@ -130,7 +135,9 @@ type front struct {
 	listener string
 	tls      *tlsconf.Server // nil on an h2c listener
 	h2       *h2proxy.Proxy
-	timeout  time.Duration // for the TLS handshake or the preface
+	core     *httpcore.Core // counts connections against max_conns_per_client
+	timeout  time.Duration  // for the TLS handshake or the preface
+	maxLine  int            // the longest request line an h2c listener's sniffing reads
 }
 
 // serve accepts on ln and dispatches each connection in its own goroutine; serveHTTP1 serves
@@ -150,8 +157,20 @@ func (f *front) serve(ln net.Listener, serveHTTP1 func(net.Listener) error) erro
 				h1.Close()
 				return
 			}
+			// max_conns_per_client counts the connection here, before TLS and whatever HTTP
+			// version it speaks: an HTTP/2 connection counts once, however many streams.
+			peer := httpcore.ClientAddr(c.RemoteAddr())
+			ok, counted := f.core.AdmitConn(f.listener, peer)
+			if !ok {
+				_ = c.Close()
+				continue
+			}
+			c = sockio.NewConn(c) // the fast path fasthttp's listeners have
+			if counted {
+				c = &countedConn{Conn: c, core: f.core, listener: f.listener, peer: peer}
+			}
 			f.busy.add(1)
-			go f.dispatch(sockio.NewConn(c), h1) // the fast path fasthttp's listeners have
+			go f.dispatch(c, h1)
 		}
 	}()
 	err := serveHTTP1(h1)
@@ -186,8 +205,10 @@ func (f *front) dispatch(c net.Conn, h1 *chanListener) {
 		h1.push(tc)
 		return
 	}
-	prefix, h2, err := sniffPreface(c)
+	prefix, h2, err := sniffPreface(c, f.maxLine)
 	if err != nil {
+		// Neither the HTTP/2 preface nor an HTTP/1 request line: an HTTP/2 client's invalid
+		// preface (RFC 9113 §3.4: a connection error), closed without an answer.
 		_ = c.Close()
 		return
 	}
@@ -203,16 +224,18 @@ func (f *front) dispatch(c net.Conn, h1 *chanListener) {
 
 // sniffPreface reads from c until the bytes leave the HTTP/2 client preface or complete it,
 // and returns what it read. An HTTP/1 request differs within its first two bytes (no method is
-// "PR…" but PRI, which HTTP/1 servers refuse). err is set only when nothing could be read;
-// a connection that ends inside the preface is HTTP/1 (it gets its 400).
-func sniffPreface(c io.Reader) (prefix []byte, h2 bool, err error) {
-	buf := make([]byte, len(http2Preface))
+// "PR…" but PRI, which HTTP/1 servers refuse). Bytes that are not the preface must then open
+// an HTTP/1 request line (method, target, HTTP/d.d; read until its end, at most maxLine bytes):
+// anything else is an invalid preface, an error. A connection that ends early is HTTP/1 (it
+// gets its 400); err is also set when nothing could be read.
+func sniffPreface(c io.Reader, maxLine int) (prefix []byte, h2 bool, err error) {
+	buf := make([]byte, len(http2Preface), 512)
 	n := 0
-	for n < len(buf) {
-		m, err := c.Read(buf[n:])
+	for n < len(http2Preface) {
+		m, err := c.Read(buf[n:len(http2Preface)])
 		n += m
 		if !bytes.Equal(buf[:n], http2Preface[:n]) {
-			return buf[:n], false, nil
+			break
 		}
 		if err != nil {
 			if n == 0 {
@@ -221,7 +244,48 @@ func sniffPreface(c io.Reader) (prefix []byte, h2 bool, err error) {
 			return buf[:n], false, nil
 		}
 	}
-	return buf, true, nil
+	if n == len(http2Preface) && bytes.Equal(buf, http2Preface) {
+		return buf, true, nil
+	}
+	buf = buf[:n]
+	for {
+		line := bytes.TrimLeft(buf, "\r\n") // RFC 9112 §2.2: empty lines before a request are skipped
+		if i := bytes.IndexByte(line, '\n'); i >= 0 {
+			if !requestLine(bytes.TrimSuffix(line[:i], []byte("\r"))) {
+				return nil, false, errInvalidPreface
+			}
+			return buf, false, nil
+		}
+		if len(buf) >= maxLine {
+			return buf, false, nil // too long to be sure: fasthttp answers it
+		}
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+		m, err := c.Read(buf[len(buf):min(cap(buf), maxLine)])
+		buf = buf[:len(buf)+m]
+		if err != nil {
+			return buf, false, nil
+		}
+	}
+}
+
+// errInvalidPreface is a connection on an h2c listener that opens with neither the HTTP/2
+// preface nor an HTTP/1 request line.
+var errInvalidPreface = errors.New("neither the HTTP/2 preface nor an HTTP/1 request line")
+
+// requestLine reports whether line looks like an HTTP/1 request line: a token, a space, a
+// target without spaces, a space, and HTTP/ with a one-digit major and minor version.
+func requestLine(line []byte) bool {
+	method, rest, ok := bytes.Cut(line, []byte(" "))
+	if !ok || !httpcore.IsToken(method) {
+		return false
+	}
+	target, version, ok := bytes.Cut(rest, []byte(" "))
+	if !ok || len(target) == 0 || len(version) != 8 || !bytes.HasPrefix(version, []byte("HTTP/")) {
+		return false
+	}
+	return '0' <= version[5] && version[5] <= '9' && version[6] == '.' && '0' <= version[7] && version[7] <= '9'
 }
 
 // prefixConn replays bytes already read from a connection before reading on.
@@ -239,6 +303,42 @@ func (c *prefixConn) Read(p []byte) (int, error) {
 	return c.Conn.Read(p)
 }
 
+// NetConn is the connection under c (the HTTP/1 engine finds the socket through it).
+func (c *prefixConn) NetConn() net.Conn { return c.Conn }
+
+// CloseWrite half-closes the connection, which the tunnel relies on.
+func (c *prefixConn) CloseWrite() error { return closeWrite(c.Conn) }
+
+// countedConn is a connection counted against max_conns_per_client; it gives its place back
+// when closed (once).
+type countedConn struct {
+	net.Conn
+	core     *httpcore.Core
+	listener string
+	peer     netip.Addr
+	closed   atomic.Bool
+}
+
+func (c *countedConn) Close() error {
+	if c.closed.CompareAndSwap(false, true) {
+		c.core.ReleaseConn(c.listener, c.peer)
+	}
+	return c.Conn.Close()
+}
+
+// NetConn is the connection under c.
+func (c *countedConn) NetConn() net.Conn { return c.Conn }
+
+// CloseWrite half-closes the connection, which the tunnel relies on.
+func (c *countedConn) CloseWrite() error { return closeWrite(c.Conn) }
+
+func closeWrite(c net.Conn) error {
+	if cw, ok := c.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return nil
+}
+
 // chanListener is a net.Listener fed with connections by a front; its Close stops Accept.
 type chanListener struct {
 	addr net.Addr
@@ -251,8 +351,9 @@ func newChanListener(addr net.Addr) *chanListener {
 	return &chanListener{addr: addr, ch: make(chan net.Conn), done: make(chan struct{})}
 }
 
-// TLSTerminated tells httpproxy that connections arrive with TLS already terminated.
-func (l *chanListener) TLSTerminated() {}
+// Fronted tells the HTTP/1 engine that connections arrive from a front: TLS already
+// terminated, counted against max_conns_per_client.
+func (l *chanListener) Fronted() {}
 
 func (l *chanListener) push(c net.Conn) {
 	select {

@@ -149,7 +149,8 @@ func (p *xdpPlane) Swap(cfg *config.Config, pools map[string]*upstream.Pool) err
 		if p.dirs[iface] != nil {
 			continue
 		}
-		d, err := director.New(director.Options{Iface: iface, Mode: w.mode, TableSize: w.tableSize, Logger: p.logger})
+		d, err := director.New(director.Options{Iface: iface, Mode: w.mode, TableSize: w.tableSize, Seed: clusterSeed(cfg), OwnMACOnly: cfg.BGP != nil,
+			SecondChance: cfg.BGP != nil && cfg.BGP.SecondChance, Logger: p.logger})
 		if err != nil {
 			for _, s := range started {
 				_ = s.d.Close()
@@ -352,4 +353,14 @@ func (p *xdpPlane) Directors() []admin.DirectorView {
 
 func traffic(t director.Traffic, active int) admin.DirectorTraffic {
 	return admin.DirectorTraffic{Packets: t.Packets, Bytes: t.Bytes, NewFlows: t.NewFlows, ActiveFlows: active, Drops: t.Drops}
+}
+
+// director is the director attached to iface, or nil (flow sync, server/haflows.go).
+func (p *xdpPlane) director(iface string) *director.Director {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if id := p.dirs[iface]; id != nil {
+		return id.d
+	}
+	return nil
 }

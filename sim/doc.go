@@ -27,15 +27,34 @@
 //     more copy (up to Hedge.Max) on a backend it has not tried, if a pick succeeds at once; the
 //     first response wins and every other copy is cancelled: removed from its backend's queue or
 //     its worker freed, and its connection slot released;
-//   - algorithms that need a hash key get one per request, derived from the request index.
+//   - algorithms that need a hash key get one per request, derived from the request index;
+//   - MaxQueue bounds the backlog and QueueTimeout fails a request that waited that long in it;
+//     NoBacklog fails a request that finds every backend full at once (Ballast without
+//     max_queue); a backend's ErrorRate makes that share of its responses errors;
+//   - with Arrivals set the client is open: requests arrive at a rate, their gaps drawn from a
+//     gamma distribution of the given coefficient of variation, whatever the responses do;
+//   - with Jitter set, the real machine's delays are drawn for every request (jitter.go):
+//     the client's send (one request at a time with OneSender), to the balancer's pick, to the
+//     backend (plus a connect when the balancer has no idle connection to it), the backend's
+//     timer overshoot, back to the balancer (which frees the slot then) and to the client;
+//     the first Concurrency requests draw start-up hops of their own; machine stalls at a rate
+//     hold every event but a service's end until they are over. Distributions are empirical
+//     (Dist: quantiles, TailP's in the tail). The zero Jitter is the ideal machine and gives
+//     exactly the figures without one.
 //
 // Every request gets exactly one response (possibly a failure); Run returns an error if the
 // model ever loses or duplicates one. The same scenario, seed and algorithm always give the same
 // Result.
 //
+// RunRange runs a scenario with n seeds (RunsFor chooses n by its size) and summarises each
+// figure as min, median and max (a Range); RunRangeOf lets each run have its own jitter (the
+// lab gives run k the delays of its k-th measured run). The profiles (profiles.go,
+// profiles_data.go) are the jitter the lab measured on its machine, by the load's shape.
+//
 // # Concurrency
 //
 // Run is single-threaded and uses no wall clock: time is an int64 count of virtual nanoseconds
 // advanced by a heap of events ordered by (time, sequence). Separate Runs share nothing and may
-// run in parallel. Scenario values are not modified by Run.
+// run in parallel; RunRange runs its seeds on up to GOMAXPROCS goroutines. Scenario values
+// (and the Jitter they point to) are not modified by Run.
 package sim

@@ -20,6 +20,8 @@ const (
 	ServiceExponential
 	// ServiceLogNormal: log-normal with median Service.Time and shape Service.Sigma.
 	ServiceLogNormal
+	// ServiceEmpirical: drawn from Service.Dist, a distribution observed on a real backend.
+	ServiceEmpirical
 )
 
 // Service is a backend's service-time model; draws come from the run's seeded generator so
@@ -29,6 +31,7 @@ type Service struct {
 	Time  time.Duration   // fixed time, mean (exponential) or median (log-normal)
 	Sigma float64         // log-normal shape
 	List  []time.Duration // per-request times, indexed by request index mod len
+	Dist  Dist            // empirical
 }
 
 // Fixed is a constant service time.
@@ -47,6 +50,12 @@ func LogNormal(median time.Duration, sigma float64) Service {
 	return Service{Kind: ServiceLogNormal, Time: median, Sigma: sigma}
 }
 
+// Empirical draws service times from d.
+func Empirical(d Dist) Service { return Service{Kind: ServiceEmpirical, Dist: d} }
+
+// Validate reports what makes s unusable.
+func (s Service) Validate() error { return s.validate() }
+
 func (s Service) validate() error {
 	switch s.Kind {
 	case ServiceFixed, ServiceExponential:
@@ -57,6 +66,11 @@ func (s Service) validate() error {
 		if s.Time <= 0 || s.Sigma < 0 || math.IsNaN(s.Sigma) || math.IsInf(s.Sigma, 0) {
 			return fmt.Errorf("log-normal service needs a positive median and a finite sigma >= 0")
 		}
+	case ServiceEmpirical:
+		if len(s.Dist.Q) == 0 {
+			return errors.New("empirical service needs a distribution")
+		}
+		return s.Dist.validate()
 	case ServicePerRequest:
 		if len(s.List) == 0 {
 			return errors.New("per-request service needs a non-empty list")
@@ -85,6 +99,8 @@ func (s Service) draw(idx int, r *rand.Rand) time.Duration {
 		d = r.ExpFloat64() * float64(s.Time)
 	case ServiceLogNormal:
 		d = float64(s.Time) * math.Exp(s.Sigma*r.NormFloat64())
+	case ServiceEmpirical:
+		return s.Dist.draw(r)
 	default:
 		return s.Time
 	}
@@ -103,6 +119,8 @@ func (s Service) String() string {
 		return fmt.Sprintf("exp(mean %v)", s.Time)
 	case ServiceLogNormal:
 		return fmt.Sprintf("lognormal(median %v, sigma %g)", s.Time, s.Sigma)
+	case ServiceEmpirical:
+		return "observed(" + s.Dist.String() + ")"
 	default:
 		return s.Time.String()
 	}
@@ -114,6 +132,9 @@ type Backend struct {
 	Weight  int // 0 means 1
 	Workers int // requests served at once; 0 means unlimited
 	Service Service
+	// ErrorRate is the fraction of its responses that are errors (5xx, resets): they count
+	// in Result.Errors; the model does not retry them.
+	ErrorRate float64
 }
 
 // Hedge configures request hedging; the zero value disables it.
@@ -136,17 +157,49 @@ type Scenario struct {
 	// Concurrency and Requests are ab's -c and -n.
 	Concurrency int
 	Requests    int
-	Hedge       Hedge
+	// Arrivals, when its Rate is set, replaces the closed-loop client by an open one:
+	// Requests arrive at Rate per second whatever the responses do, and Concurrency is unused.
+	Arrivals Arrivals
+	// MaxQueue bounds the central backlog (requests beyond it fail at once); 0 means
+	// unbounded. NoBacklog turns the backlog off: a request that finds every backend full
+	// fails at once, as in Ballast without max_queue. QueueTimeout fails a request that
+	// waited that long in the backlog; 0 means never.
+	MaxQueue     int
+	NoBacklog    bool
+	QueueTimeout time.Duration
+	Hedge        Hedge
+	// Jitter, when set, draws the real machine's delays between client, balancer and
+	// backends for every request (see Jitter); nil is the ideal machine.
+	Jitter *Jitter
 	// RandSeed seeds the pickers' and the service times' generators.
 	RandSeed uint64
 	// EWMADecay is the peak-EWMA time constant; 0 means balance.DefaultPeakEWMATau (10 s).
 	EWMADecay time.Duration
 	// Algorithms is the default list to run; nil means every algorithm that needs no hash key.
 	Algorithms []string
+	// Baseline is the seed's own method, what `ballast advise --scenario` takes as the
+	// current choice; Metric is the figure the lab judges the scenario by ("throughput" or
+	// "makespan"); Profile names the jitter the lab's runs of it have (Profile).
+	Baseline, Metric, Profile string
 }
 
-// maxBackends bounds scenario size so that a hostile or mistyped scenario cannot exhaust memory.
-const maxBackends = 1 << 20
+// Arrivals is an open client: requests arrive at Rate per second, their gaps drawn from a
+// gamma distribution with that mean and coefficient of variation CV (1 is a Poisson process;
+// above 1 burstier, below 1 smoother; 0 means 1).
+type Arrivals struct {
+	Rate float64
+	CV   float64
+}
+
+// Open reports whether the client is open.
+func (a Arrivals) Open() bool { return a.Rate > 0 }
+
+// maxBackends and maxRequests bound scenario size so that a hostile or mistyped scenario
+// cannot exhaust memory.
+const (
+	maxBackends = 1 << 20
+	maxRequests = 1 << 24
+)
 
 // Validate reports what makes sc unrunnable.
 func (sc Scenario) Validate() error {
@@ -156,11 +209,22 @@ func (sc Scenario) Validate() error {
 	if len(sc.Backends) > maxBackends {
 		return fmt.Errorf("scenario has %d backends, more than %d", len(sc.Backends), maxBackends)
 	}
-	if sc.Concurrency < 1 {
+	if sc.Concurrency < 1 && !sc.Arrivals.Open() {
 		return fmt.Errorf("concurrency %d < 1", sc.Concurrency)
 	}
-	if sc.Requests < 0 {
-		return fmt.Errorf("negative request count %d", sc.Requests)
+	if a := sc.Arrivals; a.Rate < 0 || a.CV < 0 || math.IsNaN(a.Rate) || math.IsNaN(a.CV) || math.IsInf(a.Rate, 0) || a.CV > 100 {
+		return fmt.Errorf("arrivals: rate %g and cv %g must be finite, >= 0, cv <= 100", a.Rate, a.CV)
+	}
+	if sc.MaxQueue < 0 || sc.QueueTimeout < 0 {
+		return errors.New("negative max_queue or queue timeout")
+	}
+	if sc.Jitter != nil {
+		if err := sc.Jitter.validate(); err != nil {
+			return err
+		}
+	}
+	if sc.Requests < 0 || sc.Requests > maxRequests {
+		return fmt.Errorf("request count %d outside [0, %d]", sc.Requests, maxRequests)
 	}
 	if sc.MaxConns < 0 {
 		return fmt.Errorf("negative max_conns %d", sc.MaxConns)
@@ -177,6 +241,9 @@ func (sc Scenario) Validate() error {
 	for _, b := range sc.Backends {
 		if b.Workers < 0 || b.Weight < 0 {
 			return fmt.Errorf("backend %q: negative workers or weight", b.ID)
+		}
+		if b.ErrorRate < 0 || b.ErrorRate > 1 || math.IsNaN(b.ErrorRate) {
+			return fmt.Errorf("backend %q: error rate %g outside [0, 1]", b.ID, b.ErrorRate)
 		}
 		if err := b.Service.validate(); err != nil {
 			return fmt.Errorf("backend %q: %w", b.ID, err)

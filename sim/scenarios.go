@@ -22,9 +22,13 @@ func heterogeneous() Scenario {
 			{ID: "B", Workers: 1, Service: Fixed(800 * time.Microsecond)},
 		},
 		MaxConns:    32,
+		NoBacklog:   true, // the lab's pool has no max_queue (and -c 16 never fills 32 slots)
 		Concurrency: 16,
 		Requests:    100000,
 		RandSeed:    1,
+		Baseline:    "random",
+		Metric:      "throughput",
+		Profile:     ProfileKeepAlive,
 	}
 }
 
@@ -40,6 +44,9 @@ func slowBackend() Scenario {
 		Concurrency: 10,
 		Requests:    50,
 		RandSeed:    1,
+		Baseline:    "byrequests",
+		Metric:      "makespan",
+		Profile:     ProfileFresh,
 	}
 }
 
@@ -70,6 +77,9 @@ func variableCost() Scenario {
 		Concurrency: 10,
 		Requests:    50,
 		RandSeed:    1,
+		Baseline:    "byrequests",
+		Metric:      "makespan",
+		Profile:     ProfileFreshOrdered,
 	}
 }
 
@@ -78,7 +88,7 @@ func variableCostBacklog() Scenario {
 	sc.Name = "variable-cost-backlog"
 	sc.Summary += "; max_conns 4 with Ballast's central backlog queue"
 	sc.Source = "seed 001 scenario 2, central backlog: 10.0 s"
-	sc.MaxConns = 4
+	sc.MaxConns, sc.MaxQueue = 4, 100 // as the lab's pool
 	return sc
 }
 
@@ -108,6 +118,9 @@ func manyBackends(n int, weighted bool) Scenario {
 		Requests:    manyBackendsRequests,
 		RandSeed:    1,
 		Backends:    make([]Backend, n),
+		Baseline:    "swrr",
+		Metric:      "throughput",
+		Profile:     ProfileKeepAlive,
 	}
 	if weighted {
 		sc.Name += "-weighted"

@@ -30,6 +30,14 @@ type Result struct {
 	Hedges, HedgeWins, Cancelled int
 	// MaxBacklog is the longest the central backlog queue grew.
 	MaxBacklog int
+	// Queue is the time answered requests waited before their service began: in the central
+	// backlog and then in their backend's own queue (the winning copy's).
+	Queue Percentiles
+	// QueueMean is the mean of those waits.
+	QueueMean time.Duration
+	// Errors counts responses that were backend errors (Backend.ErrorRate); Rejected the
+	// requests that failed because the backlog was full, off or timed out (in Failed too).
+	Errors, Rejected int
 }
 
 // Percentiles summarises a latency sample by nearest rank.
@@ -71,8 +79,14 @@ func Run(sc Scenario, algorithm string) (Result, error) {
 type eventKind uint8
 
 const (
-	evDone  eventKind = iota // a copy's service ends
-	evHedge                  // a request's hedge timer fires
+	evDone    eventKind = iota // a copy's service ends
+	evHedge                    // a request's hedge timer fires
+	evPick                     // a request reaches the balancer (Jitter)
+	evArrive                   // a copy reaches its backend (Jitter)
+	evRelease                  // a copy's response reaches the balancer (Jitter)
+	evDeliver                  // a response reaches the client (Jitter)
+	evOpen                     // the open client's next request arrives
+	evTimeout                  // a request waiting in the backlog times out
 )
 
 type event struct {
@@ -107,10 +121,14 @@ type request struct {
 	idx      int
 	key      uint64
 	sent     time.Duration
+	picked   time.Duration // reached the balancer
+	waited   time.Duration // in the backlog
 	tried    balance.Tried
 	attempts []*attempt
 	hedges   int
+	queued   bool // in the backlog
 	done     bool
+	failed   bool
 }
 
 type attemptState uint8
@@ -120,6 +138,8 @@ const (
 	serving
 	finished
 	cancelled
+	forwarding // on its way to the backend (Jitter)
+	returning  // its response on its way to the balancer (Jitter)
 )
 
 // attempt is one copy of a request on one backend.
@@ -127,6 +147,8 @@ type attempt struct {
 	r          *request
 	backend    int
 	dispatched time.Duration
+	arrived    time.Duration // reached the backend
+	started    time.Duration // service began
 	service    time.Duration
 	hedge      bool
 	state      attemptState
@@ -158,6 +180,7 @@ func (q *fifo[T]) pop() T {
 type backendState struct {
 	inflight int64
 	busy     int
+	idle     int // the balancer's idle connections to it (Jitter)
 	queue    fifo[*attempt]
 	ewma     balance.PeakEWMA // Tau set once by newEngine
 }
@@ -173,6 +196,14 @@ type engine struct {
 	svcRand  *rand.Rand
 	bes      []backendState
 	backlog  fifo[*request]
+
+	jit        *Jitter // nil when zero
+	jitRand    *rand.Rand
+	senderFree time.Duration // Jitter.OneSender: when the client's writer is free
+	openRand   *rand.Rand
+	errRand    *rand.Rand
+	stall      *stalls // Jitter.Stalls
+	queueWaits []time.Duration
 
 	issued, answered, wantIssue int
 	lastResponse                time.Duration
@@ -193,18 +224,54 @@ func newEngine(sc Scenario) *engine {
 	for i := range e.bes {
 		e.bes[i].ewma.Tau = sc.EWMADecay
 	}
+	if !sc.Jitter.IsZero() {
+		e.jit = sc.Jitter
+		e.jitRand = rand.New(rand.NewPCG(sc.RandSeed, 0x2545f4914f6cdd1d))
+		if j := sc.Jitter; j.StallRate > 0 && !j.Stall.IsZero() {
+			r := rand.New(rand.NewPCG(sc.RandSeed, 0x94d049bb133111eb))
+			e.stall = &stalls{rate: j.StallRate, length: j.Stall, r: r,
+				next: time.Duration(r.ExpFloat64() / j.StallRate * float64(time.Second))}
+		}
+	}
+	if sc.Arrivals.Open() {
+		e.openRand = rand.New(rand.NewPCG(sc.RandSeed, 0x8bb84b93962eacc9))
+	}
+	for _, b := range sc.Backends {
+		if b.ErrorRate > 0 {
+			e.errRand = rand.New(rand.NewPCG(sc.RandSeed, 0x3c6ef372fe94f82b))
+			break
+		}
+	}
 	return e
 }
 
+// postpone returns t, or the end of the machine stall it falls in (Jitter.Stalls).
+func (e *engine) postpone(t time.Duration) time.Duration {
+	if e.stall == nil {
+		return t
+	}
+	return e.stall.after(t)
+}
+
+// schedule queues ev; every event but a service's end waits out a machine stall.
 func (e *engine) schedule(ev event) {
+	if ev.kind != evDone {
+		ev.at = e.postpone(ev.at)
+	}
 	ev.seq = e.seq
 	e.seq++
 	heap.Push(&e.events, ev)
 }
 
 func (e *engine) run(algorithm string) (Result, error) {
-	e.wantIssue = min(e.sc.Concurrency, e.sc.Requests)
-	e.issueWanted()
+	if e.sc.Arrivals.Open() {
+		if e.sc.Requests > 0 {
+			e.schedule(event{at: 0, kind: evOpen})
+		}
+	} else {
+		e.wantIssue = min(e.sc.Concurrency, e.sc.Requests)
+		e.issueWanted()
+	}
 	for e.err == nil && e.events.Len() > 0 {
 		ev := heap.Pop(&e.events).(event)
 		e.now = ev.at
@@ -213,6 +280,25 @@ func (e *engine) run(algorithm string) (Result, error) {
 			e.finish(ev.a)
 		case evHedge:
 			e.hedge(ev.r)
+		case evPick:
+			e.admit(ev.r)
+		case evArrive:
+			if ev.a.state == forwarding {
+				e.reach(ev.a)
+			}
+		case evRelease:
+			if ev.a.state == returning {
+				e.release(ev.a)
+			}
+		case evDeliver:
+			e.deliver(ev.r)
+		case evOpen:
+			e.issue()
+			if e.issued < e.sc.Requests {
+				e.schedule(event{at: e.now + e.gap(), kind: evOpen})
+			}
+		case evTimeout:
+			e.timeout(ev.r)
 		}
 		if e.events.Len() == 0 || e.events[0].at > e.now {
 			e.issueWanted()
@@ -257,7 +343,33 @@ func (e *engine) run(algorithm string) (Result, error) {
 		r.Split[e.sc.Backends[i].ID] = n
 	}
 	r.Latency = percentiles(e.latencies)
+	if len(e.queueWaits) > 0 {
+		var sum time.Duration
+		for _, w := range e.queueWaits {
+			sum += w
+		}
+		r.QueueMean = sum / time.Duration(len(e.queueWaits))
+	}
+	r.Queue = percentiles(e.queueWaits)
 	return r, nil
+}
+
+// gap draws the open client's time to its next request.
+func (e *engine) gap() time.Duration {
+	a := e.sc.Arrivals
+	mean := float64(time.Second) / a.Rate
+	cv := a.CV
+	if cv == 0 {
+		cv = 1
+	}
+	var d float64
+	if cv == 1 {
+		d = e.openRand.ExpFloat64() * mean
+	} else {
+		shape := 1 / (cv * cv)
+		d = gamma(e.openRand, shape, mean/shape)
+	}
+	return time.Duration(min(d, float64(maxService)))
 }
 
 // issueWanted lets the client send the requests that responses have made room for. It runs
@@ -275,12 +387,37 @@ func (e *engine) issueWanted() {
 	}
 }
 
+// issue is the client taking its next request: with jitter it reaches the balancer after the
+// client's Send (behind the previous request's with OneSender) and ToPick.
 func (e *engine) issue() {
 	r := &request{idx: e.issued, sent: e.now}
 	e.issued++
 	if e.needsKey {
 		r.key = splitmix64(uint64(r.idx))
 	}
+	if j := e.jit; j != nil {
+		h := j.hops(r.idx, e.sc.Concurrency)
+		at := e.now
+		if j.OneSender {
+			at = max(at, e.senderFree)
+		}
+		at += h.Send.draw(e.jitRand)
+		if j.OneSender {
+			e.senderFree = at
+		}
+		at = e.postpone(at + h.ToPick.draw(e.jitRand))
+		if at > e.now {
+			e.schedule(event{at: at, kind: evPick, r: r})
+			return
+		}
+	}
+	e.admit(r)
+}
+
+// admit is r reaching the balancer: its hedge timer starts, and it is picked a backend or
+// joins the backlog.
+func (e *engine) admit(r *request) {
+	r.picked = e.now
 	if e.sc.Hedge.Delay > 0 {
 		e.schedule(event{at: e.now + e.sc.Hedge.Delay, kind: evHedge, r: r})
 	}
@@ -303,23 +440,49 @@ func (e *engine) issue() {
 }
 
 func (e *engine) enqueue(r *request) {
+	if e.sc.NoBacklog || e.sc.MaxQueue > 0 && e.backlog.len() >= e.sc.MaxQueue {
+		e.res.Rejected++
+		e.fail(r)
+		return
+	}
+	r.queued = true
 	e.backlog.push(r)
 	e.res.MaxBacklog = max(e.res.MaxBacklog, e.backlog.len())
+	if e.sc.QueueTimeout > 0 {
+		e.schedule(event{at: e.now + e.sc.QueueTimeout, kind: evTimeout, r: r})
+	}
+}
+
+// timeout fails r if it is still waiting in the backlog; drain skips it from then on.
+func (e *engine) timeout(r *request) {
+	if !r.queued || r.done {
+		return
+	}
+	r.queued = false
+	e.res.Rejected++
+	e.fail(r)
 }
 
 // drain re-runs the balancer for the backlog's head while it finds a free slot.
 func (e *engine) drain() {
 	for e.err == nil && e.backlog.len() > 0 {
 		r := e.backlog.peek()
+		if !r.queued { // timed out
+			e.backlog.pop()
+			continue
+		}
 		b, err := e.picker.Pick(r.key, r.tried)
 		switch {
 		case err == nil:
 			e.backlog.pop()
+			r.queued = false
+			r.waited = e.now - r.picked
 			e.dispatch(r, b, false)
 		case errors.Is(err, balance.ErrBusy):
 			return
 		case errors.Is(err, balance.ErrNoBackend):
 			e.backlog.pop()
+			r.queued = false
 			e.fail(r)
 		default:
 			e.err = fmt.Errorf("sim %s: pick: %w", e.sc.Name, err)
@@ -343,7 +506,28 @@ func (e *engine) dispatch(r *request, b int, hedge bool) {
 	be := &e.bes[b]
 	be.inflight++
 	e.update(b)
-	if w := e.sc.Backends[b].Workers; w == 0 || be.busy < w {
+	var f time.Duration
+	if j := e.jit; j != nil {
+		f = j.hops(r.idx, e.sc.Concurrency).Forward.draw(e.jitRand)
+		if be.idle > 0 {
+			be.idle--
+		} else {
+			f += j.Connect.draw(e.jitRand)
+		}
+	}
+	if at := e.postpone(e.now + f); at > e.now {
+		a.state = forwarding
+		e.schedule(event{at: at, kind: evArrive, a: a})
+		return
+	}
+	e.reach(a)
+}
+
+// reach is a copy arriving at its backend: served by a free worker, or queued inside it.
+func (e *engine) reach(a *attempt) {
+	a.arrived = e.now
+	be := &e.bes[a.backend]
+	if w := e.sc.Backends[a.backend].Workers; w == 0 || be.busy < w {
 		e.start(a)
 		return
 	}
@@ -353,6 +537,7 @@ func (e *engine) dispatch(r *request, b int, hedge bool) {
 
 func (e *engine) start(a *attempt) {
 	a.state = serving
+	a.started = e.now
 	e.bes[a.backend].busy++
 	e.schedule(event{at: e.now + a.service, kind: evDone, a: a})
 }
@@ -374,6 +559,8 @@ func (e *engine) update(b int) {
 	}
 }
 
+// finish is a copy's service ending: its worker takes the next copy queued inside the
+// backend, and its response leaves for the balancer (late by Overshoot, then Return).
 func (e *engine) finish(a *attempt) {
 	if a.state != serving {
 		return // a cancelled copy's stale completion
@@ -382,6 +569,27 @@ func (e *engine) finish(a *attempt) {
 	be := &e.bes[a.backend]
 	be.busy--
 	e.startNext(a.backend)
+	if e.jit != nil {
+		var d time.Duration
+		if a.service > 0 {
+			d = e.jit.Overshoot.draw(e.jitRand)
+		}
+		d += e.jit.hops(a.r.idx, e.sc.Concurrency).Return.draw(e.jitRand)
+		if at := e.postpone(e.now + d); at > e.now {
+			a.state = returning
+			e.schedule(event{at: at, kind: evRelease, a: a})
+			return
+		}
+	}
+	e.release(a)
+}
+
+// release is a copy's response reaching the balancer: the backend's slot is freed, the
+// response answers its request, and the backlog gets the slot.
+func (e *engine) release(a *attempt) {
+	a.state = finished
+	be := &e.bes[a.backend]
+	be.idle++ // its connection goes back to the pool
 	be.inflight--
 	e.update(a.backend)
 	be.ewma.Observe(e.now-a.dispatched, e.now)
@@ -400,6 +608,10 @@ func (e *engine) respond(a *attempt) {
 	if a.hedge {
 		e.res.HedgeWins++
 	}
+	if p := e.sc.Backends[a.backend].ErrorRate; p > 0 && e.errRand.Float64() < p {
+		e.res.Errors++
+	}
+	e.queueWaits = append(e.queueWaits, r.waited+a.started-a.arrived)
 	for _, o := range r.attempts {
 		if o != a {
 			e.cancel(o)
@@ -414,28 +626,44 @@ func (e *engine) fail(r *request) {
 		return
 	}
 	r.done = true
+	r.failed = true
 	e.res.Failed++
 	e.answer(r)
 }
 
-// answer delivers r's one response to the client, which will then send its next request.
+// answer sends r's one response to the client (Deliver later, with jitter).
 func (e *engine) answer(r *request) {
+	var d time.Duration
+	if j := e.jit; j != nil {
+		d = j.hops(r.idx, e.sc.Concurrency).Deliver.draw(e.jitRand)
+	}
+	if at := e.postpone(e.now + d); at > e.now {
+		e.schedule(event{at: at, kind: evDeliver, r: r})
+		return
+	}
+	e.deliver(r)
+}
+
+// deliver is the client having r's response; a closed client will send its next request.
+func (e *engine) deliver(r *request) {
 	e.answered++
 	e.lastResponse = e.now
 	e.latencies = append(e.latencies, e.now-r.sent)
-	e.wantIssue++
+	if !e.sc.Arrivals.Open() {
+		e.wantIssue++
+	}
 }
 
-// cancel withdraws a losing copy: out of its backend's queue or off its worker, and its
-// connection slot freed.
+// cancel withdraws a losing copy: out of its backend's queue or off its worker (or stopped on
+// its way there or back), and its connection slot freed.
 func (e *engine) cancel(a *attempt) {
 	switch a.state {
 	case serving:
 		a.state = cancelled
 		e.bes[a.backend].busy--
 		e.startNext(a.backend)
-	case queued:
-		a.state = cancelled // startNext skips it
+	case queued, forwarding, returning:
+		a.state = cancelled // startNext and the pending events skip it
 	default:
 		return
 	}
@@ -451,7 +679,7 @@ func (e *engine) hedge(r *request) {
 	if limit == 0 {
 		limit = 1
 	}
-	if r.done || len(r.attempts) == 0 || r.hedges >= limit {
+	if r.done || r.queued || len(r.attempts) == 0 || r.hedges >= limit {
 		return
 	}
 	b, err := e.picker.Pick(r.key, r.tried)

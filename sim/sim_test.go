@@ -75,9 +75,34 @@ func randomScenario(r *rand.Rand) Scenario {
 	if r.IntN(2) == 0 {
 		sc.Hedge = Hedge{Delay: time.Duration(1+r.IntN(20)) * time.Millisecond, Max: r.IntN(3)}
 	}
+	if r.IntN(2) == 0 { // the real machine's delays, start-up and stalls included
+		us := func() Dist {
+			return Dist{Q: []time.Duration{time.Duration(r.IntN(50)) * time.Microsecond, time.Duration(50+r.IntN(2000)) * time.Microsecond}}
+		}
+		sc.Jitter = &Jitter{Send: us(), ToPick: us(), Forward: us(), Connect: us(), Overshoot: us(), Return: us(), Deliver: us(),
+			OneSender: r.IntN(2) == 0}
+		if r.IntN(2) == 0 {
+			sc.Jitter.First = &Hops{Send: us(), ToPick: us(), Forward: us(), Return: us(), Deliver: us()}
+		}
+		if r.IntN(2) == 0 {
+			sc.Jitter.StallRate, sc.Jitter.Stall = float64(1+r.IntN(50)), us()
+		}
+	}
+	switch r.IntN(4) {
+	case 0:
+		sc.NoBacklog = true
+	case 1:
+		sc.MaxQueue = 1 + r.IntN(5)
+		sc.QueueTimeout = time.Duration(r.IntN(5)) * time.Millisecond
+	}
+	if r.IntN(4) == 0 {
+		sc.Arrivals = Arrivals{Rate: float64(100 + r.IntN(5000)), CV: r.Float64() * 3}
+	}
 	for i := range nb {
 		var svc Service
-		switch r.IntN(4) {
+		switch r.IntN(5) {
+		case 4:
+			svc = Empirical(Dist{Q: []time.Duration{0, time.Millisecond, 5 * time.Millisecond}})
 		case 0:
 			svc = Fixed(time.Duration(r.IntN(3)) * time.Millisecond)
 		case 1:
@@ -88,7 +113,7 @@ func randomScenario(r *rand.Rand) Scenario {
 			svc = LogNormal(time.Millisecond, 1)
 		}
 		sc.Backends = append(sc.Backends, Backend{
-			ID: string(rune('A' + i)), Weight: r.IntN(4), Workers: r.IntN(4), Service: svc,
+			ID: string(rune('A' + i)), Weight: r.IntN(4), Workers: r.IntN(4), Service: svc, ErrorRate: float64(r.IntN(3)) / 4,
 		})
 	}
 	return sc

@@ -4,7 +4,9 @@
 // keep-alive clients in a Poller (one epoll set for all of them) instead of a goroutine each.
 // The L4 proxy holds its sockets as bare descriptors from accept (Acceptor) and connect (Dial)
 // to close, and forwards established connections through a Relay (one epoll set and goroutine
-// per P), which hands bulk or blocked pairs to Pipe.
+// per P), which hands bulk or blocked pairs to Pipe. The L4 UDP proxy holds each flow's
+// backend socket as a bare connected descriptor (DialUDP) waiting in a PacketPoller (one epoll
+// set, goroutine and read buffer per P for every such socket).
 //
 // # Contract
 //
@@ -20,6 +22,9 @@
 // Relay: Forward is safe for concurrent use; the relay owns the pair's descriptors from
 // Forward on (only Shutdown may be called on them meanwhile) and closes them right after Done,
 // which runs once, in a goroutine of the relay's, and must not block for long.
+//
+// PacketPoller: Add and Remove are safe for concurrent use; Readable runs in the poller's
+// goroutines and must not block. The poller never closes a socket: its owner does after Remove.
 //
 // Acceptor: Accept is for one goroutine at a time; Close may be called from any. Dial, Close,
 // Shutdown, LocalAddr and Write are safe for concurrent use on different descriptors. Off

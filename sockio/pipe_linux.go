@@ -35,7 +35,7 @@ var errIdle = errors.New("idle timeout")
 // interruption, and when it has not returned a whole period after it, the connection closes
 // as idle too (nothing was delivered for the timeout).
 func pipeTCP(a, b *net.TCPConn, idle time.Duration, ab, ba *atomic.Uint64) bool {
-	return (&pipeState{c: [2]*net.TCPConn{a, b}, idle: idle}).run(ab, ba)
+	return (&pipeState{c: [2]*net.TCPConn{a, b}, idle: idle, fd: [2]int{-1, -1}, failed: -1, firstFIN: -1}).run(ab, ba)
 }
 
 // run copies the directions that have not ended, b → a in a second goroutine, and reports
@@ -82,6 +82,43 @@ type pipeState struct {
 	ended   [2]bool
 	prefix  [2][]byte
 	pending [2][]byte
+	// For a Relay's RelayResult: the pair's raw descriptors (-1 when unknown), the side that
+	// failed first and how, the side whose FIN came first (under mu), and the bytes each
+	// direction moved (moved[d] is written by direction d's goroutine only).
+	fd       [2]int
+	mu       sync.Mutex
+	failed   int
+	errno    syscall.Errno
+	firstFIN int
+	moved    [2]uint64
+}
+
+// fail records that side d failed with err, unless a side already did.
+func (s *pipeState) fail(d int, err error) {
+	s.mu.Lock()
+	if s.failed < 0 {
+		s.failed, s.errno = d, errnoOf(err)
+	}
+	s.mu.Unlock()
+}
+
+func (s *pipeState) fin(d int) {
+	s.mu.Lock()
+	if s.firstFIN < 0 {
+		s.firstFIN = d
+	}
+	s.mu.Unlock()
+}
+
+// spliceSide tells which side of direction d's splice failed: the source when the kernel has
+// closed it (a reset), else the destination.
+func (s *pipeState) spliceSide(d int) int {
+	if fd := s.fd[d]; fd >= 0 {
+		if st, err := unix.GetsockoptTCPInfo(fd, unix.IPPROTO_TCP, unix.TCP_INFO); err == nil && st.State == 7 { // TCP_CLOSE
+			return d
+		}
+	}
+	return 1 - d
 }
 
 // abort closes both connections, which ends the other direction's copy at once.
@@ -112,6 +149,7 @@ func (s *pipeState) copy(d int, bytes *atomic.Uint64) error {
 	if p := s.prefix[d]; len(p) > 0 {
 		s.prefix[d] = nil
 		if _, err := dst.Write(p); err != nil {
+			s.fail(o, err)
 			return err
 		}
 		s.last[d].Store(time.Now().UnixNano())
@@ -122,8 +160,10 @@ func (s *pipeState) copy(d int, bytes *atomic.Uint64) error {
 		if n > 0 && bytes != nil {
 			bytes.Add(uint64(n))
 		}
+		s.moved[d] += uint64(max(n, 0))
 		s.last[d].Store(time.Now().UnixNano())
 		if err != nil {
+			s.fail(o, err)
 			return err
 		}
 	}
@@ -166,10 +206,11 @@ func (s *pipeState) copy(d int, bytes *atomic.Uint64) error {
 		err := rc.Read(wake)
 		var n int64
 		eof := false
+		side := -1 // the side an error came from
 		switch {
 		case err != nil: // the deadline, or the connection closed
 		case rerr != nil:
-			err = rerr
+			err, side = rerr, d
 		case bufp != nil:
 			eof = got == 0
 			if got > 0 {
@@ -177,10 +218,14 @@ func (s *pipeState) copy(d int, bytes *atomic.Uint64) error {
 				w, err = dst.Write((*bufp)[:got])
 				n = int64(w)
 				bulk = got == len(*bufp)
+				side = o
 			}
 		default:
 			lr.N = int64(min(queue, chunk))
 			n, err = dst.ReadFrom(&lr) // *net.TCPConn ← LimitedReader{*net.TCPConn}: splice(2)
+			if err != nil {
+				side = s.spliceSide(d)
+			}
 		}
 		if bufp != nil {
 			bufPool.Put(bufp)
@@ -191,15 +236,20 @@ func (s *pipeState) copy(d int, bytes *atomic.Uint64) error {
 			if bytes != nil {
 				bytes.Add(uint64(n))
 			}
+			s.moved[d] += uint64(n)
 			s.last[d].Store(now)
 			s.quiet[d].Store(false)
 		}
 		switch {
 		case eof: // end of stream: pass the FIN on
+			s.fin(d)
 			_ = dst.CloseWrite()
 			return nil
 		case err == nil:
 		case !errors.Is(err, os.ErrDeadlineExceeded):
+			if side >= 0 && !errors.Is(err, net.ErrClosed) {
+				s.fail(side, err)
+			}
 			return err
 		case n > 0:
 		case s.idled.Load():

@@ -43,12 +43,15 @@ type relayShard struct {
 	ep   *os.File // epfd in the runtime's network poller
 	rc   syscall.RawConn
 
-	mu    sync.Mutex // guards flows, next and swept; taken per Forward and once per epoll_wait
-	flows map[uint64]*relayFlow
-	next  uint64
-	swept bool // a sweep deadline is armed on ep (some flow has an idle timeout)
+	mu        sync.Mutex // guards flows, listeners, next and swept; taken per Forward and once per epoll_wait
+	flows     map[uint64]*relayFlow
+	listeners map[uint64]*RelayListener // sockets the shard accepts from (Listen)
+	next      uint64
+	swept     bool // a sweep deadline is armed on ep (some flow has an idle timeout)
 
 	handedOver atomic.Uint64 // pairs given to Pipe's goroutines (tests read it)
+	index      int           // in the Relay's shards
+	open       atomic.Int64  // pairs waiting in the shard
 }
 
 type relayFlow struct {
@@ -59,6 +62,7 @@ type relayFlow struct {
 	last  int64           // unix nanoseconds of the last byte moved either way
 	over  bool            // ended or handed over: later events in the same batch are stale
 	conns [2]*net.TCPConn // Pipe's duplicates of A and B, once handed over
+	res   RelayResult     // written by whoever runs the pair (a shard, then Pipe's goroutines)
 }
 
 // NewRelay starts a Relay with one shard per P. If the system refuses an epoll set, the Relay
@@ -72,7 +76,8 @@ func NewRelay() *Relay {
 		}
 		r.shards = append(r.shards, s)
 	}
-	for _, s := range r.shards {
+	for i, s := range r.shards {
+		s.index = i
 		go s.run()
 	}
 	return r
@@ -90,15 +95,21 @@ func newRelayShard() (*relayShard, error) {
 // write or close them (Shutdown is allowed: the relay sees it as the end of both directions)
 // until Done has run, after which the relay closes them.
 func (r *Relay) Forward(f RelayFlow) {
-	fl := &relayFlow{RelayFlow: f, fd: [2]int{f.A, f.B}, last: time.Now().UnixNano()}
+	fl := &relayFlow{RelayFlow: f, fd: [2]int{f.A, f.B}, last: time.Now().UnixNano(), res: RelayResult{Failed: -1, FirstFIN: -1}}
 	if len(r.shards) == 0 {
 		go fl.pipeAll(f.Prefix, 0, nil)
 		return
 	}
-	s := r.shards[r.next.Add(1)%uint32(len(r.shards))]
+	var s *relayShard
+	if i := f.Shard.i; i > 0 && i <= len(r.shards) {
+		s = r.shards[i-1]
+	} else {
+		s = r.shards[r.next.Add(1)%uint32(len(r.shards))]
+	}
 	if len(f.Prefix) > 0 {
 		w, err := Write(f.B, f.Prefix)
 		if err != nil {
+			fl.fail(1, errnoOf(err))
 			go fl.finish(false)
 			return
 		}
@@ -111,6 +122,7 @@ func (r *Relay) Forward(f RelayFlow) {
 	fl.id = s.next
 	s.next++
 	s.flows[fl.id] = fl
+	s.open.Add(1)
 	if f.Idle > 0 && !s.swept { // the shard sleeps without a sweep: arm one
 		s.swept = true
 		_ = s.ep.SetReadDeadline(time.Now().Add(pollEvery))
@@ -121,6 +133,7 @@ func (r *Relay) Forward(f RelayFlow) {
 			s.mu.Lock()
 			delete(s.flows, fl.id)
 			s.mu.Unlock()
+			s.open.Add(-1)
 			if d == 1 {
 				_ = s.ctl(syscall.EPOLL_CTL_DEL, fl, 0)
 			}
@@ -147,6 +160,7 @@ func (s *relayShard) run() {
 	events := make([]syscall.EpollEvent, 128)
 	ready := make([]*relayFlow, 0, 128)
 	sides := make([]int, 0, 128)
+	var accepts []*RelayListener
 	buf := make([]byte, bufSize)
 	n := 0
 	wait := func(fd uintptr) bool {
@@ -160,16 +174,22 @@ func (s *relayShard) run() {
 			s.sweep() // the sweep deadline passed
 			continue
 		}
-		ready, sides = ready[:0], sides[:0]
+		ready, sides, accepts = ready[:0], sides[:0], accepts[:0]
 		s.mu.Lock()
 		for _, ev := range events[:max(n, 0)] {
 			key := uint64(uint32(ev.Fd)) | uint64(uint32(ev.Pad))<<32
 			if fl := s.flows[key>>1]; fl != nil {
 				ready = append(ready, fl)
 				sides = append(sides, int(key&1))
+			} else if l := s.listeners[key>>1]; l != nil {
+				accepts = append(accepts, l)
 			}
 		}
 		s.mu.Unlock()
+		for _, l := range accepts {
+			l.accept(s.index)
+		}
+		clear(accepts)
 		for i, fl := range ready {
 			if !fl.over {
 				s.serve(fl, sides[i], buf)
@@ -209,17 +229,21 @@ func (s *relayShard) serveOnce(fl *relayFlow, d int, buf []byte) bool {
 	case e == syscall.EAGAIN:
 		return false
 	case e != 0: // reset, or the like: the pair ends
+		fl.fail(d, e)
 		s.end(fl, false)
 		return false
 	case r == 0: // end of stream: pass the FIN on, keep the other direction
-		// Also when the other direction has ended and the close follows: sending the FIN
-		// here, in a raw call, leaves the close (an ordinary system call, see IO) short.
-		_, _, _ = syscall.RawSyscall(syscall.SYS_SHUTDOWN, uintptr(dst), syscall.SHUT_WR, 0)
+		if fl.res.FirstFIN < 0 {
+			fl.res.FirstFIN = d
+		}
 		fl.ended[d] = true
 		if fl.ended[1-d] {
+			// Both streams have ended and both sockets have nothing left to read: the close
+			// that follows (raw, like every call here) sends dst's FIN itself.
 			s.end(fl, false) // closing takes both sockets out of the set
 			return false
 		}
+		_, _, _ = syscall.RawSyscall(syscall.SYS_SHUTDOWN, uintptr(dst), syscall.SHUT_WR, 0)
 		_ = s.ctl(syscall.EPOLL_CTL_DEL, fl, d) // level-triggered: its end would be reported again
 		return false
 	}
@@ -237,12 +261,14 @@ func (s *relayShard) serveOnce(fl *relayFlow, d int, buf []byte) bool {
 	}
 	if w > 0 {
 		fl.last = time.Now().UnixNano()
+		fl.res.Moved[d] += uint64(w)
 		if c := fl.counter(d); c != nil {
 			c.Add(uint64(w))
 		}
 	}
 	switch {
 	case e != 0 && e != syscall.EAGAIN:
+		fl.fail(1-d, e)
 		s.end(fl, false)
 	case w < got:
 		s.handOver(fl, d, buf[w:got])
@@ -265,6 +291,7 @@ func (s *relayShard) forget(fl *relayFlow) {
 	s.mu.Lock()
 	delete(s.flows, fl.id)
 	s.mu.Unlock()
+	s.open.Add(-1)
 }
 
 // end closes the pair and runs Done; closing the sockets takes them out of the epoll set.
@@ -273,7 +300,22 @@ func (s *relayShard) end(fl *relayFlow, idled bool) {
 	fl.finish(idled)
 }
 
+// fail records that side d failed with e, unless a side already did.
+func (fl *relayFlow) fail(d int, e syscall.Errno) {
+	if fl.res.Failed < 0 {
+		fl.res.Failed, fl.res.Errno = d, e
+	}
+}
+
 func (fl *relayFlow) finish(idled bool) {
+	fl.res.Idled = idled
+	if fl.Result != nil {
+		*fl.Result = fl.res
+	}
+	if fl.Resets && fl.res.Failed >= 0 {
+		// The failed side is gone; its peer learns it from a reset of the other side.
+		lingerZero(fl.fd[1-fl.res.Failed])
+	}
 	fl.Done(idled)
 	for _, c := range fl.conns {
 		if c != nil {
@@ -309,10 +351,25 @@ func (fl *relayFlow) pipeAll(prefix []byte, d int, pending []byte) {
 		}
 		fl.conns[side] = c
 	}
-	ps := &pipeState{c: fl.conns, idle: fl.Idle, ended: fl.ended}
+	ps := &pipeState{c: fl.conns, idle: fl.Idle, ended: fl.ended, fd: fl.fd, failed: -1}
 	ps.prefix[0] = prefix
 	ps.pending[d] = pending
-	fl.finish(ps.run(fl.AB, fl.BA))
+	idled := ps.run(fl.AB, fl.BA)
+	fl.res.Moved[0] += ps.moved[0]
+	fl.res.Moved[1] += ps.moved[1]
+	if ps.failed >= 0 {
+		fl.fail(ps.failed, ps.errno)
+	}
+	if fl.res.FirstFIN < 0 {
+		fl.res.FirstFIN = ps.firstFIN
+	}
+	fl.finish(idled)
+}
+
+// lingerZero makes the next close of fd send a reset (SO_LINGER on, 0 seconds).
+func lingerZero(fd int) {
+	l := syscall.Linger{Onoff: 1, Linger: 0}
+	_, _, _ = syscall.RawSyscall6(syscall.SYS_SETSOCKOPT, uintptr(fd), syscall.SOL_SOCKET, syscall.SO_LINGER, uintptr(unsafe.Pointer(&l)), unsafe.Sizeof(l), 0)
 }
 
 // sweep ends the flows idle for their timeout and arms the next sweep while any flow has a

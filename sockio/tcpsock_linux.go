@@ -61,6 +61,9 @@ func NewAcceptor(ln syscall.Conn) (*Acceptor, error) {
 	}
 	var e syscall.Errno
 	err = rc.Control(func(fd uintptr) {
+		// Accepted sockets inherit TCP_NODELAY from the listener: one setsockopt here instead
+		// of one per connection.
+		setNoDelay(int(fd))
 		ev := syscall.EpollEvent{Events: syscall.EPOLLIN}
 		_, _, e = syscall.RawSyscall6(syscall.SYS_EPOLL_CTL, uintptr(a.epfd), syscall.EPOLL_CTL_ADD, fd, uintptr(unsafe.Pointer(&ev)), 0, 0)
 	})
@@ -101,8 +104,7 @@ func (a *Acceptor) Accept(max int, fn func(fd int, peer netip.AddrPort)) error {
 					aerr = e
 					return
 				}
-				fd := int(r)
-				setNoDelay(fd)
+				fd := int(r) // TCP_NODELAY inherited from the listener (NewAcceptor)
 				n++
 				fn(fd, sockaddrAddrPort(&sa))
 			}
@@ -131,6 +133,28 @@ func Dial(ap netip.AddrPort, timeout time.Duration) (int, error) {
 	if ap.Addr().Zone() != "" {
 		return DialName(ap.String(), timeout)
 	}
+	fd, c, err := DialStart(ap)
+	if c != nil {
+		return c.Wait(timeout)
+	}
+	return fd, err
+}
+
+// Connecting is a connect in progress that DialStart could not finish without waiting.
+type Connecting struct {
+	fd      int
+	ap      netip.AddrPort
+	connect func() syscall.Errno
+}
+
+// DialStart is Dial without the wait: it returns the connected descriptor, or a Connecting
+// to finish with Wait when the handshake has not completed inside the connect calls (a
+// remote backend), or an error. It never blocks. An address with a zone is refused
+// (errors.ErrUnsupported: use Dial).
+func DialStart(ap netip.AddrPort) (int, *Connecting, error) {
+	if ap.Addr().Zone() != "" {
+		return -1, nil, errors.ErrUnsupported
+	}
 	a := ap.Addr().Unmap()
 	family := syscall.AF_INET
 	if !a.Is4() {
@@ -138,7 +162,7 @@ func Dial(ap netip.AddrPort, timeout time.Duration) (int, error) {
 	}
 	r, _, e := syscall.RawSyscall(syscall.SYS_SOCKET, uintptr(family), syscall.SOCK_STREAM|syscall.SOCK_NONBLOCK|syscall.SOCK_CLOEXEC, 0)
 	if e != 0 {
-		return -1, os.NewSyscallError("socket", e)
+		return -1, nil, os.NewSyscallError("socket", e)
 	}
 	fd := int(r)
 	setNoDelay(fd)
@@ -161,13 +185,27 @@ func Dial(ap netip.AddrPort, timeout time.Duration) (int, error) {
 		}
 	}
 	if e == syscall.EALREADY || e == syscall.EINPROGRESS {
-		e = waitConnect(fd, timeout, connect)
+		return -1, &Connecting{fd: fd, ap: ap, connect: connect}, nil
 	}
 	if e != 0 {
 		Close(fd)
-		return -1, &net.OpError{Op: "dial", Net: "tcp", Addr: net.TCPAddrFromAddrPort(ap), Err: os.NewSyscallError("connect", e)}
+		return -1, nil, dialError(ap, e)
 	}
-	return fd, nil
+	return fd, nil, nil
+}
+
+// Wait waits within timeout (0: the kernel's limit) for the connect to end and returns the
+// connected descriptor, or an error (the socket is then closed).
+func (c *Connecting) Wait(timeout time.Duration) (int, error) {
+	if e := waitConnect(c.fd, timeout, c.connect); e != 0 {
+		Close(c.fd)
+		return -1, dialError(c.ap, e)
+	}
+	return c.fd, nil
+}
+
+func dialError(ap netip.AddrPort, e syscall.Errno) error {
+	return &net.OpError{Op: "dial", Net: "tcp", Addr: net.TCPAddrFromAddrPort(ap), Err: os.NewSyscallError("connect", e)}
 }
 
 // waitConnect waits in the runtime's poller, through a duplicate of fd, until the connect in

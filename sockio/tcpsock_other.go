@@ -22,6 +22,12 @@ func (a *Acceptor) Accept(max int, fn func(fd int, peer netip.AddrPort)) error {
 
 func Dial(ap netip.AddrPort, timeout time.Duration) (int, error) { return -1, errors.ErrUnsupported }
 
+// Connecting is a connect in progress (Linux only).
+type Connecting struct{}
+
+func DialStart(ap netip.AddrPort) (int, *Connecting, error)   { return -1, nil, errors.ErrUnsupported }
+func (c *Connecting) Wait(timeout time.Duration) (int, error) { return -1, errors.ErrUnsupported }
+
 func DialName(address string, timeout time.Duration) (int, error) {
 	return -1, errors.ErrUnsupported
 }

@@ -71,10 +71,11 @@ func (t *Ticket) deliver(b *Backend, err error) {
 	t.g.Granted(t, b, err)
 }
 
-// Cancel takes a queued ticket out of the backlog and reports true: its queue_timeout passed
-// (timedOut, counted as such) or its client went away. False means it was granted already
-// (Granted has run or is running) and the grant must be used or released.
-func (p *Pool) Cancel(t *Ticket, timedOut bool) bool {
+// Cancel takes a queued ticket out of its pool's backlog and reports true: its queue_timeout
+// passed (timedOut, counted as such) or its client went away. False means it was granted
+// already (Granted has run or is running) and the grant must be used or released.
+func (t *Ticket) Cancel(timedOut bool) bool {
+	p := t.p
 	p.qmu.Lock()
 	if !t.w.queued {
 		p.qmu.Unlock()

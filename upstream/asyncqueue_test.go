@@ -55,7 +55,7 @@ func TestTicketFIFOAndCancel(t *testing.T) {
 	if g.n() != 1 || g.got[0] != first {
 		t.Fatalf("after the release the ticket holds %d grants, want the freed backend", g.n())
 	}
-	if p.Cancel(&t1, true) {
+	if t1.Cancel(true) {
 		t.Fatal("Cancel took back a ticket that was granted")
 	}
 	p.Release(first, time.Millisecond, false) // next: Acquire's waiter
@@ -63,7 +63,7 @@ func TestTicketFIFOAndCancel(t *testing.T) {
 	if r.err != nil || r.b != first {
 		t.Fatalf("the blocking waiter got (%s, %v)", id(r.b), r.err)
 	}
-	if !p.Cancel(&t2, true) {
+	if !t2.Cancel(true) {
 		t.Fatal("Cancel did not take back a queued ticket")
 	}
 	p.Release(r.b, time.Millisecond, false)

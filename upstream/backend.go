@@ -92,6 +92,7 @@ type Backend struct {
 	weightOverride atomic.Int64 // -1 = none
 	disabled       atomic.Bool
 	draining       atomic.Bool
+	drainUntil     atomic.Int64 // unix nanoseconds when a drain's grace ends (DrainFor); 0 = none
 	healthDown     atomic.Bool
 	ejectedUntil   atomic.Int64 // unix nanoseconds; 0 = not ejected
 	rampFrom       atomic.Int64 // unix nanoseconds when it became usable; 0 = not ramping

@@ -24,7 +24,9 @@
 // slot is handed over keeps the slot. Release also feeds the latency peak-EWMA and the counters.
 //
 // AcquireBackend reserves a slot on one named backend if it can take the request now (sticky
-// sessions); it never queues, and on nil the caller balances as usual.
+// sessions, L4 persistence); it never queues, and on nil the caller balances as usual. A
+// draining backend still takes these pinned requests (HAProxy's DRAIN) until its grace ends
+// (DrainFor); a disabled one does not.
 //
 // # Identity and reloads
 //

@@ -27,10 +27,10 @@ func (p *Pool) ResetWeight(id string) error {
 	return p.change(id, func(b *Backend) { b.weightOverride.Store(-1) })
 }
 
-// Drain stops new requests to the backend; the ones in flight finish. Enable undoes it.
-func (p *Pool) Drain(id string) error {
-	return p.change(id, func(b *Backend) { b.draining.Store(true) })
-}
+// Drain stops new requests to the backend; the ones in flight finish, and requests pinned to
+// it (sticky cookies, L4 persistence: AcquireBackend) keep coming as long as their clients
+// come back. Enable undoes it; DrainFor bounds it.
+func (p *Pool) Drain(id string) error { return p.DrainFor(id, 0) }
 
 // Disable takes the backend out of rotation (maintenance). Enable undoes it.
 func (p *Pool) Disable(id string) error {
@@ -42,6 +42,7 @@ func (p *Pool) Enable(id string) error {
 	return p.change(id, func(b *Backend) {
 		b.disabled.Store(false)
 		b.draining.Store(false)
+		b.drainUntil.Store(0)
 	})
 }
 

@@ -5,6 +5,7 @@
 (function () {
   const nonce = document.querySelector('meta[name="ballast-nonce"]').content;
   const tokenRequired = document.querySelector('meta[name="ballast-token-required"]').content === "true";
+  const readsNeedToken = document.querySelector('meta[name="ballast-reads-need-token"]').content === "true";
   const poolsEl = document.getElementById("pools");
   const listenersEl = document.getElementById("listeners");
   const msgEl = document.getElementById("message");
@@ -15,11 +16,21 @@
   const pools = new Map(); // name -> {section, tbody, canvas, rows: Map(id -> row), hist: Map(id -> [])}
   let last = null; // previous response, for rates
 
-  if (tokenRequired) {
+  if (tokenRequired || readsNeedToken) {
     document.getElementById("tokenbox").hidden = false;
     tokenEl.value = sessionStorage.getItem("ballast-token") || "";
-    tokenEl.addEventListener("change", () => sessionStorage.setItem("ballast-token", tokenEl.value));
+    tokenEl.addEventListener("change", () => {
+      sessionStorage.setItem("ballast-token", tokenEl.value);
+      poll();
+    });
   }
+
+  // authHeaders carries the token the operator typed, for reads (admin.reads: token) and changes.
+  function authHeaders(h) {
+    if ((tokenRequired || readsNeedToken) && tokenEl.value) h["Authorization"] = "Bearer " + tokenEl.value;
+    return h;
+  }
+  window.ballastAuthHeaders = authHeaders; // the advice panel's reads (advise.js) carry it too
 
   function el(tag, cls, text) {
     const e = document.createElement(tag);
@@ -46,8 +57,7 @@
   }
 
   async function send(pool, id, action, body) {
-    const headers = { "Content-Type": "application/json", "X-Ballast-Nonce": nonce };
-    if (tokenRequired) headers["Authorization"] = "Bearer " + tokenEl.value;
+    const headers = authHeaders({ "Content-Type": "application/json", "X-Ballast-Nonce": nonce });
     const url = "/api/pools/" + encodeURIComponent(pool) + "/backends/" + encodeURIComponent(id) + "/" + action;
     try {
       const r = await fetch(url, { method: "POST", headers, body: JSON.stringify(body || {}), credentials: "same-origin" });
@@ -214,11 +224,115 @@
       draw(s);
     }
     for (const [name, s] of pools) if (!seen.has(name)) { s.section.remove(); pools.delete(name); }
+    renderHA(data.ha);
+    renderBGP(data.bgp);
     renderDirectors(data.directors || []);
+    renderDiscovery(data.discovery || [], data.fleet);
     renderListeners(data.listeners || []);
     last = data;
     updatedEl.textContent = "updated " + new Date(data.time).toLocaleTimeString();
     document.body.dataset.loaded = "true";
+  }
+
+  // Discovery sources and the fleet (admin/discovery.go, admin/fleet.go): a stale set or a node
+  // cut off from etcd is said in words, with since when.
+  const discoveryEl = document.getElementById("discovery");
+  function renderDiscovery(ds, fleet) {
+    discoveryEl.hidden = ds.length === 0 && !fleet;
+    discoveryEl.replaceChildren();
+    if (discoveryEl.hidden) return;
+    discoveryEl.append(el("h2", null, "discovery"));
+    for (const d of ds) {
+      const p = el("p", d.stale ? "bad" : "good");
+      p.dataset.pool = d.pool;
+      p.textContent = "pool " + d.pool + " · " + d.source + " · " + d.backends + " backends (" + d.draining + " draining) · " +
+        (d.stale ? "STALE since " + new Date(d.stale_since).toLocaleTimeString() + ": " + d.last_error + " (keeping the last good set)"
+          : "current" + (d.updated ? ", updated " + new Date(d.updated).toLocaleTimeString() : "")) +
+        " · changes " + d.changes + " · added " + d.added + " · drained " + d.drained + " · removed " + d.removed;
+      discoveryEl.append(p);
+    }
+    if (fleet) {
+      const p = el("p", fleet.connected ? "good" : "bad");
+      p.id = "fleet";
+      p.textContent = "fleet " + fleet.prefix + " on etcd " + (fleet.endpoints || []).join(", ") + " · " +
+        (fleet.connected ? "connected since " + new Date(fleet.since).toLocaleTimeString()
+          : "DISCONNECTED since " + new Date(fleet.since).toLocaleTimeString() + ", serving its last view: " + (fleet.last_error || "")) +
+        " · revision " + fleet.revision + " · " + fleet.keys + " keys · " + fleet.applied + " changes applied";
+      discoveryEl.append(p);
+    }
+  }
+
+  // The HA virtual router (admin/ha.go): state, priority, master, adverts, flow sync.
+  const haEl = document.getElementById("ha");
+  function renderHA(h) {
+    haEl.hidden = !h;
+    if (!h) return;
+    const st = document.getElementById("ha-state");
+    st.textContent = h.state + (h.fault ? " (" + h.fault + ")" : "");
+    st.className = "hastate ha-" + h.state;
+    haEl.dataset.state = h.state;
+    const errs = Object.entries(h.advert_errors || {}).filter(([, n]) => n > 0).map(([k, n]) => k + " " + n).join(", ") || "none";
+    const rows = [
+      ["priority", h.priority + " (configured " + h.configured_priority + ")"],
+      ["master", (h.master || "none heard") + " (priority " + h.master_priority + ", interval " + h.master_advert_interval + ")"],
+      ["router", "VRID " + h.virtual_router_id + " on " + h.interface + " from " + h.address + ", interval " + h.advert_interval + (h.preempt ? ", preempt" : "")],
+      ["addresses", (h.addresses || []).join(", ")],
+      ["adverts", h.adverts_sent + " sent, " + h.adverts_received + " received"],
+      ["transitions", h.transitions + " (master " + h.became_master + " times), since " + new Date(h.since).toLocaleTimeString()],
+      ["advert errors", errs],
+      ["ARP answered", String(h.arp_answered)],
+    ];
+    if (h.flow_sync) {
+      const f = h.flow_sync;
+      rows.push(["flow sync", (f.sending ? "sending" : "receiving") + ": " + f.flows_sent + " sent, " + f.flows_dropped + " dropped, " +
+        f.flows_received + " received, " + f.flows_installed + " installed" + (f.error ? " · error: " + f.error : "")]);
+    }
+    const tbody = haEl.querySelector("tbody");
+    tbody.replaceChildren();
+    for (const [k, v] of rows) {
+      const tr = el("tr");
+      tr.dataset.key = k;
+      tr.append(el("th", null, k), el("td", null, v));
+      tbody.append(tr);
+    }
+  }
+
+  // The BGP speaker (admin/bgp.go): sessions with the routers, what is announced and why.
+  const bgpEl = document.getElementById("bgp");
+  function renderBGP(b) {
+    bgpEl.hidden = !b;
+    if (!b) return;
+    const st = document.getElementById("bgp-state");
+    st.textContent = b.draining ? "draining" : b.announced + " announced";
+    st.className = "hastate " + (b.draining ? "ha-fault" : b.announced > 0 ? "ha-master" : "ha-backup");
+    bgpEl.dataset.state = b.draining ? "draining" : "announcing";
+    const sessions = bgpEl.querySelector("table.bgp-sessions tbody");
+    sessions.replaceChildren();
+    for (const s of b.sessions || []) {
+      const tr = el("tr");
+      tr.dataset.peer = s.peer;
+      tr.dataset.state = s.state;
+      tr.append(el("td", null, s.peer), el("td", null, String(s.asn)), el("td", null, s.state), el("td", null, s.uptime || "-"),
+        el("td", null, String(s.prefixes_sent)), el("td", null, s.bfd ? s.bfd + " (" + (s.bfd_failures || 0) + " failures)" : "off"));
+      sessions.append(tr);
+    }
+    const routes = bgpEl.querySelector("table.bgp-routes tbody");
+    routes.replaceChildren();
+    for (const r of b.routes || []) {
+      const tr = el("tr");
+      tr.dataset.prefix = r.prefix;
+      tr.dataset.announced = String(r.announced);
+      tr.append(el("td", null, r.prefix), el("td", null, r.announced ? "yes" : "no"), el("td", null, r.reason));
+      routes.append(tr);
+    }
+    let sum = "AS " + b.asn + " · router ID " + b.router_id + " · BFD " + b.bfd_timers + " · cluster seed " + b.cluster_seed +
+      " · " + b.announcements + " announcements, " + b.withdrawals + " withdrawals";
+    if (b.flow_sync) {
+      const f = b.flow_sync;
+      sum += " · flow sync: " + f.flows_sent + " sent, " + f.flows_dropped + " dropped, " + f.flows_received + " received, " + f.flows_installed + " installed";
+    }
+    if (b.error) sum += " · error: " + b.error;
+    document.getElementById("bgp-summary").textContent = sum;
   }
 
   // The XDP directors (admin/director.go): one table per VIP, one row per real server.
@@ -280,7 +394,14 @@
     if (busy) return;
     busy = true;
     try {
-      const r = await fetch("/api/pools", { cache: "no-store" });
+      const r = await fetch("/api/pools", { cache: "no-store", headers: authHeaders({}) });
+      if (r.status === 401) {
+        updatedEl.textContent = tokenEl.value ? "token refused: enter the admin token" : "enter the admin token to see the pools";
+        updatedEl.className = "bad";
+        tokenEl.focus();
+        return;
+      }
+      updatedEl.className = "muted";
       render(await r.json());
     } catch (e) {
       updatedEl.textContent = "connection lost: " + e.message;

@@ -18,10 +18,12 @@ func init() {
 	register(command{name: "ctl", summary: "query and change a running ballast through its admin API (status, drain, weight, ...)", run: runCtl})
 }
 
-const ctlUsage = `usage: ballast ctl [--admin URL] [--token T] COMMAND
+const ctlUsage = `usage: ballast ctl [--admin URL] [--token T] [--fleet] COMMAND
 
 commands:
   status [--json]                  pools, backends and XDP directors with live state
+  ha [--json]                      the HA virtual router: state, priority, master, adverts
+  bgp [--json]                     BGP sessions (state, uptime, prefixes sent, BFD), what is announced and why
   drain   POOL BACKEND             no new requests; in-flight ones finish
   disable POOL BACKEND             out of rotation (maintenance)
   enable  POOL BACKEND             undo drain/disable (slow start applies)
@@ -30,13 +32,16 @@ commands:
   remove  POOL BACKEND
 
 Changes apply at once and are runtime overrides. The token defaults to $BALLAST_TOKEN.
+With --fleet, drain, disable, enable and weight (and add and remove in pools discovered from
+the fleet) are written to the fleet's etcd prefix and every node applies them.
 `
 
 func runCtl(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("ctl", stderr)
 	addr := fs.String("admin", admin.DefaultAddress, "admin `URL` or host:port of the running ballast")
-	token := fs.String("token", os.Getenv("BALLAST_TOKEN"), "bearer `token` for changes (admin.token)")
+	token := fs.String("token", os.Getenv("BALLAST_TOKEN"), "bearer `token` for changes (admin.token) and for reads when admin.reads is token (admin.token or admin.read_token)")
 	timeout := fs.Duration("timeout", 10*time.Second, "give up after this long")
+	fleet := fs.Bool("fleet", false, "send the change to every node of the fleet (fleet.etcd), not this node only")
 	fs.Usage = func() {
 		fmt.Fprint(stderr, ctlUsage+"\nflags:\n")
 		fs.PrintDefaults()
@@ -50,6 +55,7 @@ func runCtl(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	c := admin.NewClient(*addr, *token)
+	c.Fleet = *fleet
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
 	cmd, rest := rest[0], rest[1:]
@@ -76,6 +82,10 @@ func runCtl(args []string, stdout, stderr io.Writer) int {
 		}
 		_ = admin.WriteStatus(stdout, r)
 		return 0
+	case "ha":
+		return ctlHA(ctx, c, rest, stdout, stderr)
+	case "bgp":
+		return ctlBGP(ctx, c, rest, stdout, stderr)
 	case "drain", "disable", "enable", "remove":
 		if len(rest) != 2 {
 			fmt.Fprintf(stderr, "usage: ballast ctl %s POOL BACKEND\n", cmd)

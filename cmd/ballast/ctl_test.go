@@ -88,7 +88,7 @@ func TestCtlStatusJSON(t *testing.T) {
 }
 
 func TestCtlToken(t *testing.T) {
-	url, p := ctlTarget(t, "s3cret")
+	url, p := ctlTarget(t, "s3cret-s3cret-s3cret")
 	cases := []struct {
 		token string
 		code  int
@@ -96,7 +96,8 @@ func TestCtlToken(t *testing.T) {
 	}{
 		{"", 1, "need --token"},
 		{"wrong", 1, "need --token"},
-		{"s3cret", 0, ""},
+		{"s3cret", 1, "need --token"},
+		{"s3cret-s3cret-s3cret", 0, ""},
 	}
 	for _, tc := range cases {
 		t.Setenv("BALLAST_TOKEN", tc.token)

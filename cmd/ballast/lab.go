@@ -24,6 +24,7 @@ func runLab(args []string, stdout, stderr io.Writer) int {
 	quick := fs.Bool("quick", false, "shrink counts, durations and sleeps so that each scenario takes under 30 s")
 	reps := fs.Int("reps", 0, "repetitions of the interleaved comparisons (backend-count, peers, lvs-modes' throughput rounds); 0 = 3, or 1 with --quick")
 	bin := fs.String("ballast", "", "ballast `binary` to run as the proxy and as backends (default: this one)")
+	runs := fs.Int("runs", 0, "model runs (seeds) per predicted range; 0 = 100, fewer for long scenarios (at least 10)")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, `usage: ballast lab NAME [--json] [--out DIR] [--quick]
 
@@ -76,7 +77,7 @@ NAME: %s, or all. See docs/lab.md.
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	o := lab.Options{Ballast: *bin, Quick: *quick, Reps: *reps, Log: stderr}
+	o := lab.Options{Ballast: *bin, Quick: *quick, Reps: *reps, Runs: *runs, Log: stderr}
 	code := 0
 	for _, n := range names {
 		rep, err := lab.Run(ctx, n, o)

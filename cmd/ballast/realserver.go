@@ -38,6 +38,14 @@ func serveRealserver(args []string, stdout, stderr io.Writer, stop <-chan struct
 		o.VIPs = append(o.VIPs, a)
 		return nil
 	})
+	fs.Func("second-chance", "dr: another real server's `address` a marked segment with no connection here may be passed to (GLB's second chance, bgp.second_chance); repeat for each", func(s string) error {
+		a, err := netip.ParseAddr(s)
+		if err != nil || !a.Is4() {
+			return fmt.Errorf("%q is not an IPv4 address", s)
+		}
+		o.SecondChance = append(o.SecondChance, a)
+		return nil
+	})
 	mode := fs.String("mode", "dr", "how the director reaches this host: `dr` or tun")
 	fs.StringVar(&o.Iface, "iface", "", "`interface` the director's packets arrive on (required for tun)")
 	if err := fs.Parse(args); err != nil {
@@ -63,6 +71,9 @@ func serveRealserver(args []string, stdout, stderr io.Writer, stop <-chan struct
 	what := "VIPs " + strings.Join(vips, ", ") + " on lo, arp_ignore=1, arp_announce=2"
 	if o.Mode == realserver.TUN {
 		what += ", IPIP decapsulation on " + o.Iface + " (tcx ingress)"
+	}
+	if len(o.SecondChance) > 0 {
+		what += fmt.Sprintf(", second chance to %d other real servers on %s (tcx ingress)", len(o.SecondChance), o.Iface)
 	}
 	fmt.Fprintf(stdout, "ballast realserver: ready: %s; stop with SIGTERM or SIGINT to undo\n", what)
 	<-stop

@@ -42,6 +42,7 @@ type quickForm struct {
 	// each), or dr|tun|nat for the XDP director (serve_xdp.go).
 	mode          string
 	director      directorFlags // --iface, --udp
+	ha            haFlags       // --ha-* (serve_ha.go)
 	sendProxy     string
 	acceptProxy   bool
 	listen        string
@@ -85,6 +86,7 @@ func (q *quickForm) config() (*config.Config, error) {
 	for _, b := range q.backends {
 		c.Pools[0].Backends = append(c.Pools[0].Backends, config.Backend{Address: b, Weight: 1})
 	}
+	q.ha.apply(c)
 	if err := config.Check("flags", c); err != nil {
 		return nil, err
 	}
@@ -98,6 +100,7 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	var q quickForm
 	fs.StringVar(&q.mode, "mode", config.ProtocolHTTP, "quick form: what to balance: http, tcp or udp, or dr, tun, nat for the XDP director (docs/xdp.md)")
 	q.director.register(fs)
+	q.ha.register(fs)
 	fs.StringVar(&q.listen, "listen", "127.0.0.1:8080", "quick form: `address` to listen on (with --mode dr|tun|nat: the VIP)")
 	fs.StringVar(&q.balancer, "balancer", "", "quick form: balancing `algorithm` (default "+config.DefaultBalancer+", "+config.DefaultL4Balancer+" for tcp and udp, maglev with --mode dr|tun|nat; see docs/config.md)")
 	fs.StringVar(&q.sendProxy, "send-proxy", "", "quick form, tcp: send a PROXY protocol `version` (v1 or v2) header to backends")
@@ -114,6 +117,7 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprint(stderr, `usage: ballast serve -c FILE
        ballast serve [--mode http|tcp|udp] --listen ADDR --backend HOST:PORT [--backend HOST:PORT ...] [--balancer NAME]
        ballast serve --mode dr|tun|nat --iface IFACE --listen VIP:PORT --backend RIP:PORT [...]
+       ... [--ha-iface IFACE --ha-vrid N --ha-priority P [--ha-advert D] [--ha-peer IP ...] [--ha-address CIDR ...]]
 
 Runs the load balancer. SIGHUP re-reads FILE (a broken file is logged and the running
 configuration kept); SIGTERM or SIGINT stops accepting and lets in-flight requests finish.

@@ -46,7 +46,14 @@ type e2eProc struct {
 // e2eStart runs ballast with args; the process is killed at the end of the test if still alive.
 func e2eStart(t *testing.T, args ...string) *e2eProc {
 	t.Helper()
-	p := &e2eProc{t: t, cmd: exec.Command(e2eBin, args...), exit: make(chan int, 1)}
+	return e2eStartCmd(t, exec.Command(e2eBin, args...))
+}
+
+// e2eStartCmd is e2eStart for a command that runs ballast some other way (under prlimit).
+func e2eStartCmd(t *testing.T, cmd *exec.Cmd) *e2eProc {
+	t.Helper()
+	args := cmd.Args[1:]
+	p := &e2eProc{t: t, cmd: cmd, exit: make(chan int, 1)}
 	p.cond = sync.NewCond(&p.mu)
 	stdout, err := p.cmd.StdoutPipe()
 	if err != nil {

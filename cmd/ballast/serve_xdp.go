@@ -53,6 +53,7 @@ func (q *quickForm) directorConfig() (*config.Config, error) {
 	for _, b := range q.backends {
 		c.Pools[0].Backends = append(c.Pools[0].Backends, config.Backend{Address: b, Weight: 1})
 	}
+	q.ha.apply(c)
 	if err := config.Check("flags", c); err != nil {
 		return nil, err
 	}

@@ -86,7 +86,8 @@ type xdpLab struct {
 	servers []*http.Server // the real servers' HTTP servers, by index
 }
 
-func newXDPLab(t *testing.T, reals int) *xdpLab {
+// requireXDP skips the test unless it runs as root where the director's program loads.
+func requireXDP(t *testing.T) {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("skipping: the XDP director and network namespaces need root")
@@ -99,6 +100,11 @@ func newXDPLab(t *testing.T, reals int) *xdpLab {
 		t.Fatalf("loading the director: %v", err)
 	}
 	d.Close()
+}
+
+func newXDPLab(t *testing.T, reals int) *xdpLab {
+	t.Helper()
+	requireXDP(t)
 	lab, err := netlab.New(netlab.Options{Reals: reals})
 	if err != nil {
 		t.Fatal(err)

@@ -98,3 +98,37 @@ func TestSimErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestSimRuns: with --runs the model draws the lab's measured jitter, and seed 001's
+// byrequests no longer always lines its expensive requests up on one backend: its range
+// reaches below the ideal machine's 15 s, and the JSON gives each figure's range.
+func TestSimRuns(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"sim", "variable-cost", "--runs", "40", "--algorithms", "byrequests", "--json"}, &stdout, &stderr); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	var doc struct {
+		Results []struct {
+			Algorithm string  `json:"algorithm"`
+			MakespanS float64 `json:"makespan_s"`
+			Range     struct {
+				MakespanS     [2]float64 `json:"makespan_s"`
+				ThroughputRPS [2]float64 `json:"throughput_rps"`
+			} `json:"range"`
+		} `json:"results"`
+	}
+	if err := json.Unmarshal(stdout.Bytes(), &doc); err != nil || len(doc.Results) != 1 {
+		t.Fatalf("%v: %s", err, stdout.String())
+	}
+	r := doc.Results[0]
+	if r.Range.MakespanS[0] >= 15 || r.Range.MakespanS[0] < 8 || r.Range.MakespanS[1] > 16 || r.MakespanS < r.Range.MakespanS[0] || r.MakespanS > r.Range.MakespanS[1] {
+		t.Errorf("byrequests %v s in %v: want a range reaching below 15 s, within the client's bound", r.MakespanS, r.Range.MakespanS)
+	}
+	stdout.Reset()
+	if code := run([]string{"sim", "variable-cost", "--runs", "5"}, &stdout, &stderr); code != 0 || !strings.Contains(stdout.String(), "5 runs per algorithm") || !strings.Contains(stdout.String(), "[") {
+		t.Errorf("table: exit %d\n%s", code, stdout.String())
+	}
+	if code := run([]string{"sim", "variable-cost", "--runs", "-1"}, &stdout, &stderr); code != 2 {
+		t.Errorf("--runs -1: exit %d", code)
+	}
+}

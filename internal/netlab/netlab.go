@@ -1,6 +1,6 @@
 // Package netlab builds the XDP director's topology in network namespaces for end-to-end tests
-// and the lvs-modes lab: a client, a director and real servers, each in a namespace of its own
-// with an eth0 on one bridge (in a fifth namespace). The VIP is in another subnet, which the
+// and the labs: a client, one director (or two, for HA) and real servers, each in a namespace
+// of its own with an eth0 on one bridge (in a namespace of its own). The VIP is in another subnet, which the
 // client routes via the director. Nothing outside the namespaces it creates is touched, and
 // Close removes them.
 //
@@ -25,6 +25,9 @@ import (
 	"os/exec"
 	"runtime"
 
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/asm"
+	"github.com/cilium/ebpf/link"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 )
@@ -34,10 +37,19 @@ var (
 	ClientIP   = netip.MustParseAddr("10.77.0.1")
 	DirectorIP = netip.MustParseAddr("10.77.0.2")
 	VIP        = netip.MustParseAddr("10.77.1.100")
+	// With Options.Router: the router's address on the segment and on the client's link, and
+	// the client's address behind it (its own subnet, 10.77.2.0/24).
+	RouterIP       = netip.MustParseAddr("10.77.0.254")
+	RouterClientIP = netip.MustParseAddr("10.77.2.254")
+	RoutedClientIP = netip.MustParseAddr("10.77.2.1")
+	ClientNet      = netip.MustParsePrefix("10.77.2.0/24")
 )
 
 // RealIP is the address of real server i.
 func RealIP(i int) netip.Addr { return netip.AddrFrom4([4]byte{10, 77, 0, byte(11 + i)}) }
+
+// DirectorIPs returns the address of director i: DirectorIP for the first, then 10.77.0.3...
+func DirectorIPs(i int) netip.Addr { return netip.AddrFrom4([4]byte{10, 77, 0, byte(2 + i)}) }
 
 // Node is one host of the topology.
 type Node struct {
@@ -48,20 +60,32 @@ type Node struct {
 
 // Lab is a built topology.
 type Lab struct {
-	orig     netns.NsHandle
-	sw       netns.NsHandle
-	Client   *Node
-	Director *Node
-	Reals    []*Node
-	closers  []func()
+	orig   netns.NsHandle
+	sw     netns.NsHandle
+	Client *Node
+	// Router is the router between the client and the segment (Options.Router), else nil.
+	Router   *Node
+	Director *Node // Directors[0]
+	// Directors are the directors: one unless Options.Directors says more.
+	Directors []*Node
+	Reals     []*Node
+	closers   []func()
+	cuts      map[*Node][]link.Link // Partition's drop programs
 }
 
 // Options size the topology.
 type Options struct {
 	Reals int
+	// Directors is how many directors there are (DirectorIPs); 0 means 1.
+	Directors int
 	// MTU of the director's and real servers' links and the bridge; the client keeps 1500
 	// (TUN needs room for 20 more bytes on the tunnel path).
 	MTU int
+	// Router puts the client behind a router (router.go): the client is RoutedClientIP on a
+	// link of its own to the router, which is RouterIP on the segment and forwards with a
+	// 5-tuple ECMP hash; the other nodes route ClientNet via the router, and the VIP has no
+	// route until one is installed in the router (by BGP, say).
+	Router bool
 }
 
 // New builds the topology. It needs root (CAP_NET_ADMIN and CAP_SYS_ADMIN).
@@ -94,18 +118,34 @@ func New(o Options) (_ *Lab, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("netlab: bridge: %w", err)
 	}
-	if l.Client, err = l.addNode("client", ClientIP, 1500); err != nil {
+	if o.Router {
+		if err := l.addRouter(); err != nil {
+			return nil, err
+		}
+	} else if l.Client, err = l.addNode("client", ClientIP, 1500); err != nil {
 		return nil, err
 	}
-	if l.Director, err = l.addNode("director", DirectorIP, o.MTU); err != nil {
-		return nil, err
+	for i := range max(o.Directors, 1) {
+		name := "director"
+		if i > 0 {
+			name = fmt.Sprintf("director%d", i)
+		}
+		n, err := l.addNode(name, DirectorIPs(i), o.MTU)
+		if err != nil {
+			return nil, err
+		}
+		l.Directors = append(l.Directors, n)
 	}
+	l.Director = l.Directors[0]
 	for i := range o.Reals {
 		n, err := l.addNode(fmt.Sprintf("real%d", i), RealIP(i), o.MTU)
 		if err != nil {
 			return nil, err
 		}
 		l.Reals = append(l.Reals, n)
+	}
+	if o.Router {
+		return l, l.routeClientNet()
 	}
 	err = l.In(l.Client.NS, func() error { return route(VIP, DirectorIP) })
 	if err != nil {
@@ -333,5 +373,115 @@ func (l *Lab) RouteDel(ns netns.NsHandle, dst, gw netip.Addr) error {
 		}
 		_, n, _ := net.ParseCIDR(dst.String() + "/32")
 		return netlink.RouteDel(&netlink.Route{LinkIndex: eth0.Attrs().Index, Dst: n, Gw: gw.AsSlice()})
+	})
+}
+
+// Switch is the namespace of the bridge, where each node's link ends as v-NAME.
+func (l *Lab) Switch() netns.NsHandle { return l.sw }
+
+// SetLink brings eth0 of node n up or down, from the node's side (a machine that loses its
+// link, or gets it back).
+func (l *Lab) SetLink(n *Node, up bool) error {
+	return l.In(n.NS, func() error {
+		eth0, err := netlink.LinkByName("eth0")
+		if err != nil {
+			return err
+		}
+		if up {
+			return netlink.LinkSetUp(eth0)
+		}
+		return netlink.LinkSetDown(eth0)
+	})
+}
+
+// SetSwitchPort brings the switch's end of node n's link up or down: the node keeps its link
+// but is cut off the segment (a partition, or a machine lost as the others see it).
+func (l *Lab) SetSwitchPort(n *Node, up bool) error {
+	return l.In(l.sw, func() error {
+		port, err := netlink.LinkByName("v-" + n.Name)
+		if err != nil {
+			return err
+		}
+		if up {
+			return netlink.LinkSetUp(port)
+		}
+		return netlink.LinkSetDown(port)
+	})
+}
+
+// Partition cuts node n off the segment (on) or puts it back, keeping its link up: tc
+// programs on the switch's end of its link drop every frame both ways, so that the node sees
+// no carrier change, as across a failed switch between two halves of a network.
+func (l *Lab) Partition(n *Node, on bool) error { return l.cut(n, 0, on) }
+
+// DropProto drops (on) the IPv4 packets of protocol proto to and from node n at the switch,
+// or stops dropping them; the rest still passes: with 112, the node and the others stop
+// hearing each other's VRRP adverts while every host still reaches every other.
+func (l *Lab) DropProto(n *Node, proto uint8, on bool) error { return l.cut(n, proto, on) }
+
+// cut installs (on) or removes the drop programs of n's switch port: every frame with proto 0,
+// else IPv4 packets of that protocol.
+func (l *Lab) cut(n *Node, proto uint8, on bool) error {
+	if !on {
+		for _, lk := range l.cuts[n] {
+			lk.Close()
+		}
+		delete(l.cuts, n)
+		return nil
+	}
+	if l.cuts[n] != nil {
+		return nil
+	}
+	insns := asm.Instructions{asm.Mov.Imm(asm.R0, 2), asm.Return()} // TC_ACT_SHOT
+	if proto != 0 {
+		insns = asm.Instructions{
+			asm.LoadMem(asm.R2, asm.R1, 76, asm.Word), // skb->data
+			asm.LoadMem(asm.R3, asm.R1, 80, asm.Word), // skb->data_end
+			asm.Mov.Reg(asm.R4, asm.R2),
+			asm.Add.Imm(asm.R4, 24),
+			asm.JGT.Reg(asm.R4, asm.R3, "pass"),
+			asm.LoadMem(asm.R5, asm.R2, 12, asm.Half),
+			asm.JNE.Imm(asm.R5, 0x0008, "pass"), // ETH_P_IP, as the little-endian load sees it
+			asm.LoadMem(asm.R5, asm.R2, 23, asm.Byte),
+			asm.JNE.Imm(asm.R5, int32(proto), "pass"),
+			asm.Mov.Imm(asm.R0, 2), // TC_ACT_SHOT
+			asm.Return(),
+			asm.Mov.Imm(asm.R0, -1).WithSymbol("pass"), // TC_ACT_UNSPEC: pass on
+			asm.Return(),
+		}
+	}
+	drop, err := ebpf.NewProgram(&ebpf.ProgramSpec{Type: ebpf.SchedCLS, License: "GPL", Instructions: insns})
+	if err != nil {
+		return fmt.Errorf("netlab: partition program: %w", err)
+	}
+	defer drop.Close() // the links hold it
+	return l.In(l.sw, func() error {
+		port, err := netlink.LinkByName("v-" + n.Name)
+		if err != nil {
+			return err
+		}
+		var links []link.Link
+		for _, at := range []ebpf.AttachType{ebpf.AttachTCXIngress, ebpf.AttachTCXEgress} {
+			lk, err := link.AttachTCX(link.TCXOptions{Program: drop, Attach: at, Interface: port.Attrs().Index})
+			if err != nil {
+				for _, x := range links {
+					x.Close()
+				}
+				return fmt.Errorf("netlab: partition of %s: %w", n.Name, err)
+			}
+			links = append(links, lk)
+		}
+		if l.cuts == nil {
+			l.cuts = map[*Node][]link.Link{}
+			l.OnClose(func() {
+				for _, ls := range l.cuts {
+					for _, lk := range ls {
+						lk.Close()
+					}
+				}
+			})
+		}
+		l.cuts[n] = links
+		return nil
 	})
 }

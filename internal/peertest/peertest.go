@@ -35,15 +35,26 @@ func Binary(t testing.TB, name, pkg string) string {
 func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
 
 // FreePort returns a loopback port that was free a moment ago, for a peer that binds itself.
+// A udp port is one whose tcp twin is free too: DNS servers bind both.
 func FreePort(t testing.TB, network string) int {
 	t.Helper()
 	if network == "udp" {
-		c, err := net.ListenPacket("udp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
+		for try := 0; ; try++ {
+			c, err := net.ListenPacket("udp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			port := c.LocalAddr().(*net.UDPAddr).Port
+			ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+			c.Close()
+			if err == nil {
+				ln.Close()
+				return port
+			}
+			if try == 50 {
+				t.Fatalf("no loopback port free for both udp and tcp: %v", err)
+			}
 		}
-		defer c.Close()
-		return c.LocalAddr().(*net.UDPAddr).Port
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -68,7 +79,7 @@ func Dir(t testing.TB) string {
 // again on another port, a few times. The process is killed when the test ends.
 func Start(t testing.TB, network, name string, args func(port int) []string, ready func(port int) bool) int {
 	t.Helper()
-	for try := 0; try < 5; try++ {
+	for try := 0; try < 10; try++ {
 		port := FreePort(t, network)
 		cmd := exec.Command(name, args(port)...)
 		out, err := os.Create(filepath.Join(t.TempDir(), "out"))
@@ -103,7 +114,7 @@ func Start(t testing.TB, network, name string, args func(port int) []string, rea
 			t.Fatalf("%s on port %d not ready after 15s", name, port)
 		}
 	}
-	t.Fatalf("%s did not start in 5 tries", name)
+	t.Fatalf("%s did not start in 10 tries", name)
 	return 0
 }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"runtime"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -18,11 +19,14 @@ import (
 const (
 	HeaderBackend = "X-Ballast-Backend"
 	HeaderName    = "X-Backend-Name"
+	// HeaderSeq carries a traced request's index (the load generator's Options.Trace).
+	HeaderSeq = "X-Ballast-Seq"
 )
 
 var (
 	keyBackend = []byte(HeaderBackend)
 	keyName    = []byte(HeaderName)
+	keySeq     = []byte(HeaderSeq)
 	textPlain  = []byte("text/plain")
 )
 
@@ -57,6 +61,47 @@ type Server struct {
 
 	connMu sync.Mutex
 	conns  map[net.Conn]struct{}
+
+	trace atomic.Pointer[tracer] // StartTrace
+}
+
+// Arrival is one traced request as a backend saw it.
+type Arrival struct {
+	// Seq is the request's HeaderSeq, -1 when it carried none.
+	Seq     int64
+	Backend string
+	// Arrived is when the handler got the request; Started when its service began (virtual
+	// start, which a queued request may place before the real moment it got its worker); Done
+	// when the service ended and the response was handed to the server to write.
+	Arrived, Started, Done time.Time
+	// Service is the service time the request asked for or drew.
+	Service time.Duration
+	// Queued says it waited for a worker; FreshConn that it was the first request on its
+	// connection (the proxy opened that connection for it).
+	Queued, FreshConn bool
+}
+
+type tracer struct {
+	mu  sync.Mutex
+	out []Arrival
+}
+
+// StartTrace starts recording every request (Trace returns them); it drops what an earlier
+// trace recorded. Tracing costs a lock and an allocation per request.
+func (s *Server) StartTrace() { s.trace.Store(&tracer{}) }
+
+// StopTrace stops recording (and drops the records).
+func (s *Server) StopTrace() { s.trace.Store(nil) }
+
+// Trace returns the requests recorded since StartTrace, in the order their service ended.
+func (s *Server) Trace() []Arrival {
+	t := s.trace.Load()
+	if t == nil {
+		return nil
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return slices.Clone(t.out)
 }
 
 // instance is one backend: one listener, one FIFO of K workers.
@@ -317,6 +362,7 @@ func noHijack(net.Conn) {}
 
 func (in *instance) handle(ctx *fasthttp.RequestCtx) {
 	arrival := in.now()
+	tr := in.s.trace.Load()
 	st := &in.s.st
 	st.requests.Add(1)
 	index := in.served.Add(1) - 1
@@ -350,6 +396,9 @@ func (in *instance) handle(ctx *fasthttp.RequestCtx) {
 	in.wait(slot, deadline)
 	st.inService.Add(-1)
 	in.fifo.release(slot)
+	if tr != nil {
+		in.record(tr, ctx, arrival, start, d, queued)
+	}
 
 	h := &ctx.Response.Header
 	h.SetContentTypeBytes(textPlain)
@@ -361,6 +410,20 @@ func (in *instance) handle(ctx *fasthttp.RequestCtx) {
 	}
 	ctx.Response.SetBodyRaw(in.body)
 	st.completed.Add(1)
+}
+
+// record adds one request to the trace.
+func (in *instance) record(tr *tracer, ctx *fasthttp.RequestCtx, arrival, start int64, d time.Duration, queued bool) {
+	a := Arrival{Seq: -1, Backend: string(in.name), Service: d, Queued: queued, FreshConn: ctx.ConnRequestNum() == 1,
+		Arrived: in.base.Add(time.Duration(arrival)), Started: in.base.Add(time.Duration(start)), Done: time.Now()}
+	if v := ctx.Request.Header.PeekBytes(keySeq); len(v) > 0 {
+		if n, err := strconv.ParseInt(string(v), 10, 64); err == nil {
+			a.Seq = n
+		}
+	}
+	tr.mu.Lock()
+	tr.out = append(tr.out, a)
+	tr.mu.Unlock()
 }
 
 // wait blocks until the real clock passes deadline (virtual ns) or the server closes.

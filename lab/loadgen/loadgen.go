@@ -3,11 +3,14 @@ package loadgen
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"net"
 	"net/url"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -38,6 +41,26 @@ type Options struct {
 	Progress func(done int64)
 	// DialTimeout bounds each connection attempt (default 5 s).
 	DialTimeout time.Duration
+	// Trace records every request's timeline in Result.Trace and sends its index in the
+	// HeaderSeq request header, so that a server can tell the requests apart (the lab's
+	// emulated backends record their side). It costs an allocation per request.
+	Trace bool
+}
+
+// HeaderSeq carries a traced request's index (Options.Trace).
+const HeaderSeq = "X-Ballast-Seq"
+
+// Event is one traced request's timeline, in nanoseconds since Result.Begin.
+type Event struct {
+	Index int64
+	// Start is when a worker took the request's index, before any connect; Sent when its last
+	// byte was written; Done when its response was read (or the attempt failed).
+	Start, Sent, Done int64
+	// Fresh says the request went out on a connection dialed for it.
+	Fresh bool
+	OK    bool
+	// Backend is the X-Ballast-Backend header of the response.
+	Backend string
 }
 
 // Result holds a run's figures. Its JSON form has exactly the keys ballast bench --json prints.
@@ -62,6 +85,9 @@ type Result struct {
 	Latency   *hdr.Histogram `json:"-"` // ns, successful responses (any status)
 	TTFB      *hdr.Histogram `json:"-"` // ns, successful responses
 	Options   Options        `json:"-"`
+	// Begin is when the clock started; Trace (Options.Trace) lists every request by index.
+	Begin time.Time `json:"-"`
+	Trace []Event   `json:"-"`
 }
 
 // target is the parsed URL: where to dial and the serialised requests.
@@ -176,6 +202,9 @@ type worker struct {
 	mu   sync.Mutex // guards conn against the canceller
 	conn net.Conn
 
+	trace   []Event // Options.Trace
+	scratch []byte  // the traced request being written
+
 	_    [64]byte // keep done off the previous fields' cache line
 	done atomic.Int64
 }
@@ -192,6 +221,7 @@ type runner struct {
 	dispatch sync.Mutex
 	stop     atomic.Bool
 	deadline time.Time // zero without Duration
+	begin    time.Time
 	workers  []*worker
 	head     bool // the method is HEAD
 }
@@ -248,6 +278,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	}
 	ready.Wait()
 	begin := time.Now()
+	r.begin = begin
 	if o.Duration > 0 {
 		r.deadline = begin.Add(o.Duration)
 	}
@@ -342,7 +373,15 @@ func (w *worker) loop() {
 			return
 		}
 		req := r.t.reqs[i%int64(len(r.t.reqs))]
+		var ev Event
+		if r.o.Trace {
+			ev = Event{Index: i, Start: int64(time.Since(r.begin)), Fresh: w.conn == nil}
+			req = w.withSeq(req, i)
+		}
 		start, ok := w.send(req)
+		if r.o.Trace {
+			ev.Sent = int64(time.Since(r.begin))
+		}
 		if sentHook != nil {
 			sentHook(i)
 		}
@@ -355,12 +394,35 @@ func (w *worker) loop() {
 		if !ok && r.stop.Load() {
 			return // cut off by the end of the run: not a finished request
 		}
+		if r.o.Trace {
+			ev.Done, ev.OK = int64(time.Since(r.begin)), ok
+			if ok {
+				ev.Backend = string(w.resp.Header.PeekBytes(keyBackend))
+			}
+			w.trace = append(w.trace, ev)
+		}
 		w.reqs++
 		w.done.Add(1)
 		if !ok {
 			w.failed++
 		}
 	}
+}
+
+// withSeq returns req with the HeaderSeq header carrying i, in the worker's scratch buffer.
+func (w *worker) withSeq(req []byte, i int64) []byte {
+	end := bytes.Index(req, []byte("\r\n\r\n"))
+	if end < 0 {
+		return req
+	}
+	b := append(w.scratch[:0], req[:end+2]...)
+	b = append(b, HeaderSeq...)
+	b = append(b, ": "...)
+	b = strconv.AppendInt(b, i, 10)
+	b = append(b, "\r\n"...)
+	b = append(b, req[end+2:]...)
+	w.scratch = b
+	return b
 }
 
 // dial connects the worker; it reports success.
@@ -432,8 +494,10 @@ func (r *runner) result(elapsed time.Duration) *Result {
 		Latency: &hdr.Histogram{},
 		TTFB:    &hdr.Histogram{},
 		Options: r.o,
+		Begin:   r.begin,
 	}
 	for _, w := range r.workers {
+		res.Trace = append(res.Trace, w.trace...)
 		res.Requests += w.reqs
 		res.Failed += w.failed
 		res.Non2xx += w.non2xx
@@ -460,5 +524,6 @@ func (r *runner) result(elapsed time.Duration) *Result {
 	res.P999Ms = ms(res.Latency.Quantile(0.999))
 	res.MaxMs = ms(res.Latency.Max())
 	res.TTFBP50Ms = ms(res.TTFB.Quantile(0.50))
+	slices.SortFunc(res.Trace, func(a, b Event) int { return cmp.Compare(a.Index, b.Index) })
 	return res
 }

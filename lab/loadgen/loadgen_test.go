@@ -320,3 +320,78 @@ func BenchmarkKeepAlive(b *testing.B) {
 		b.Fatal(err, res.Failed)
 	}
 }
+
+// TestTrace: a traced run records every request once, in index order, with its times in
+// order and its backend; each request carries its index to the server, which the emulated
+// backend's own trace reads, so the two sides can be matched request by request.
+func TestTrace(t *testing.T) {
+	if HeaderSeq != backend.HeaderSeq {
+		t.Fatalf("loadgen sends %q, backend reads %q", HeaderSeq, backend.HeaderSeq)
+	}
+	for _, keepAlive := range []bool{true, false} {
+		t.Run(fmt.Sprintf("keepalive=%v", keepAlive), func(t *testing.T) {
+			s := startBackend(t, backend.Config{Name: "b1", Workers: 4, Service: time.Millisecond})
+			s.StartTrace()
+			const n = 120
+			res := run(t, Options{URL: "http://" + s.Addr() + "/x?y=1", N: n, C: 3, KeepAlive: keepAlive, Trace: true,
+				URLSuffixes: []string{"ms=0", "ms=2"}})
+			if len(res.Trace) != n {
+				t.Fatalf("%d events for %d requests", len(res.Trace), n)
+			}
+			fresh := 0
+			for i, e := range res.Trace {
+				if e.Index != int64(i) || !e.OK || e.Backend != "b1" {
+					t.Fatalf("event %d: %+v", i, e)
+				}
+				if e.Start < 0 || e.Sent < e.Start || e.Done < e.Sent {
+					t.Fatalf("event %d: times out of order: %+v", i, e)
+				}
+				if e.Fresh {
+					fresh++
+				}
+			}
+			if want := map[bool]int{true: 0, false: n}[keepAlive]; fresh != want {
+				t.Errorf("%d requests on fresh connections, want %d", fresh, want)
+			}
+			arr := s.Trace()
+			if len(arr) != n {
+				t.Fatalf("backend traced %d requests, want %d", len(arr), n)
+			}
+			seen := map[int64]bool{}
+			firsts := 0
+			for _, a := range arr {
+				if a.Seq < 0 || a.Seq >= n || seen[a.Seq] {
+					t.Fatalf("backend saw seq %d (twice: %v)", a.Seq, seen[a.Seq])
+				}
+				seen[a.Seq] = true
+				if want := time.Duration(a.Seq%2) * 2 * time.Millisecond; a.Service != want {
+					t.Errorf("seq %d: service %v, want %v (the suffix of its index)", a.Seq, a.Service, want)
+				}
+				if a.Done.Before(a.Started) || a.Started.Before(a.Arrived.Add(-time.Second)) {
+					t.Errorf("seq %d: arrived %v started %v done %v", a.Seq, a.Arrived, a.Started, a.Done)
+				}
+				if e := res.Trace[a.Seq]; a.Arrived.Sub(res.Begin) < time.Duration(e.Start) || a.Done.Sub(res.Begin) > time.Duration(e.Done) {
+					t.Errorf("seq %d: the backend's times are not inside the client's", a.Seq)
+				}
+				if a.FreshConn {
+					firsts++
+				}
+			}
+			if want := map[bool]int{true: 3, false: n}[keepAlive]; firsts != want {
+				t.Errorf("%d requests first on their connection, want %d", firsts, want)
+			}
+		})
+	}
+	// Without Trace nothing is recorded and no header is sent.
+	s := startBackend(t, backend.Config{Name: "b1"})
+	s.StartTrace()
+	res := run(t, Options{URL: "http://" + s.Addr() + "/", N: 5, C: 1})
+	if len(res.Trace) != 0 {
+		t.Errorf("untraced run has %d events", len(res.Trace))
+	}
+	for _, a := range s.Trace() {
+		if a.Seq != -1 {
+			t.Errorf("untraced request carried seq %d", a.Seq)
+		}
+	}
+}

@@ -11,7 +11,13 @@
 // which starts it as `h2floor serve -c DIR/ballast2.yaml`: it serves TLS (h2 by ALPN, with
 // DIR/cert.pem and DIR/key.pem) on 127.0.0.1:28296 and h2c (prior knowledge) on
 // 127.0.0.1:28297, or on 28292 and 28293 when the file is not ballast2.yaml. H2FLOOR=std uses
-// net/http's own HTTP/2 (http.Server with Protocols) instead of golang.org/x/net/http2.
+// net/http's own HTTP/2 (http.Server with Protocols) instead of golang.org/x/net/http2;
+// H2FLOOR=mux uses Ballast's own state machine (package h2mux, on a net.Conn by
+// internal/h2muxtest, a goroutine per connection). To measure two floors in one interleaved
+// run, give h2peers.sh a wrapper as the second binary:
+//
+//	printf '#!/bin/sh\nH2FLOOR=mux exec /tmp/h2floor "$@"\n' >/tmp/h2floor-mux && chmod +x /tmp/h2floor-mux
+//	PEERS_SHARED=../shared/tools/peers bash scripts/h2peers.sh /tmp/h2floor 5 20000 /tmp/h2floor-mux
 package main
 
 import (
@@ -22,6 +28,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"ballast/internal/h2muxtest"
 
 	"golang.org/x/net/http2"
 )
@@ -43,8 +51,12 @@ func main() {
 		_, _ = w.Write(page)
 	})
 	certFile, keyFile := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
-	if os.Getenv("H2FLOOR") == "std" {
+	switch os.Getenv("H2FLOOR") {
+	case "std":
 		serveStd(h, tlsAddr, h2cAddr, certFile, keyFile)
+		return
+	case "mux":
+		serveMux(tlsAddr, h2cAddr, certFile, keyFile)
 		return
 	}
 	serveXNet(h, tlsAddr, h2cAddr, certFile, keyFile)
@@ -60,6 +72,22 @@ func serveStd(h http.Handler, tlsAddr, h2cAddr, certFile, keyFile string) {
 	ps := &http.Server{Addr: h2cAddr, Handler: h, Protocols: &pp}
 	go func() { log.Fatal(ts.ListenAndServeTLS(certFile, keyFile)) }()
 	log.Fatal(ps.ListenAndServe())
+}
+
+// serveMux serves with h2mux on internal/h2muxtest's harness.
+func serveMux(tlsAddr, h2cAddr, certFile, keyFile string) {
+	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		log.Fatal(err)
+	}
+	srv := &h2muxtest.Server{Page: page, ContentType: "text/html"}
+	if _, err := h2muxtest.Listen(srv, tlsAddr, &cert); err != nil {
+		log.Fatal(err)
+	}
+	if _, err := h2muxtest.Listen(srv, h2cAddr, nil); err != nil {
+		log.Fatal(err)
+	}
+	select {}
 }
 
 // serveXNet serves with golang.org/x/net/http2's Server on each accepted connection.

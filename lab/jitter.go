@@ -1,0 +1,469 @@
+package lab
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strconv"
+	"time"
+
+	"ballast/advise"
+	"ballast/lab/backend"
+	"ballast/lab/loadgen"
+	"ballast/sim"
+)
+
+// The jitter calibration: before a scenario's rows, a short load of the same shape runs
+// through Ballast with every request timed at each hop it crosses, and the model draws its
+// delays from what was measured (sim.Jitter). Three clocks are read, all on this machine:
+//   - the load generator's (Options.Trace): when a request's index was taken, when it was
+//     written (connecting first for a fresh connection), when its response was read;
+//   - the emulated backends' (backend.Server.StartTrace): when it arrived, on a connection
+//     Ballast opened for it or a pooled one, when its service began and ended;
+//   - Ballast's own, from its admin API (GET /api/pools/lab/observed?releases=1): when it
+//     released the backend's slot and how long before that it had dispatched the request,
+//     i.e. when the balancer picked.
+//
+// Ballast's releases carry no request index, so they are matched to the backends' arrivals
+// backend by backend in order (the n-th dispatch to a backend with the n-th arrival at it).
+
+// Calibration is one measured jitter and the figures it was drawn from.
+type Calibration struct {
+	Jitter *sim.Jitter
+	// Samples is how many requests were matched on all three clocks; Inversions how many
+	// requests the balancer picked before one sent earlier (adjacent pairs, in pick order).
+	Samples, Inversions int
+	// Slowest describes the request that took longest beyond its service time, hop by hop
+	// (or as the client saw it, when the other clocks did not match it).
+	Slowest string
+
+	hops hopSamples
+}
+
+// hopSamples are the delays measured at each hop, one per matched request (overshoot only
+// for requests that slept; fresh only for requests on a connection Ballast opened for them).
+type hopSamples struct {
+	send, toPick, forward, fresh, overshoot, ret, deliver []time.Duration
+	oneSender                                             bool
+	// first holds the same for the first requests of the run (one per client connection),
+	// while Ballast is fresh from its start; the main fields hold the rest.
+	first *hopSamples
+}
+
+// jitter turns the samples into the model's distributions.
+func (h hopSamples) jitter() *sim.Jitter {
+	// A fresh backend connection costs what a pooled one does plus the connect.
+	forward := h.forward
+	var connect []time.Duration
+	if len(forward) > 0 {
+		base := sim.DistOf(forward, 2).Q[1]
+		for _, f := range h.fresh {
+			connect = append(connect, max(f-base, 0))
+		}
+	} else {
+		forward = h.fresh
+	}
+	// Kept at sim.TailP: the hops' tails (a request in a thousand delayed by milliseconds in
+	// Ballast's process, which the lab's stall probe cannot see) stay as rare as measured.
+	at := func(xs []time.Duration) sim.Dist { return sim.DistAt(xs, sim.TailP) }
+	j := &sim.Jitter{
+		Send: at(h.send), ToPick: at(h.toPick), Forward: at(forward),
+		Connect: at(connect), Overshoot: at(h.overshoot), Return: at(h.ret),
+		Deliver: at(h.deliver), OneSender: h.oneSender,
+	}
+	if f := h.first; f != nil && len(f.send) > 0 {
+		ff := f.forward
+		if len(ff) == 0 {
+			ff = f.fresh // the connect is drawn on top of the forward: take the pooled ones' when any
+		}
+		j.First = &sim.Hops{Send: at(f.send), ToPick: at(f.toPick), Forward: at(ff), Return: at(f.ret), Deliver: at(f.deliver)}
+		if len(f.forward) == 0 {
+			j.First.Forward = j.Forward
+		}
+	}
+	return j
+}
+
+// String summarises the calibration for a report's notes.
+func (c Calibration) String() string {
+	s := fmt.Sprintf("%d requests timed at every hop, %d adjacent pairs picked out of the order they were sent in; %s",
+		c.Samples, c.Inversions, c.Jitter)
+	if c.Slowest != "" {
+		s += "; slowest: " + c.Slowest
+	}
+	return s
+}
+
+// calibrate runs load through Ballast over fresh backends built from cfgs and measures the
+// jitter.
+func calibrate(ctx context.Context, o Options, spec PoolSpec, cfgs []backend.Config, load loadgen.Options) (Calibration, error) {
+	srvs, ts, closeAll, err := localBackends(cfgs...)
+	if err != nil {
+		return Calibration{}, err
+	}
+	defer closeAll()
+	spec.Backends = ts
+	_, _, c, err := tracedRun(ctx, o, spec, srvs, load)
+	if err == nil && (c.Samples < minCalibration || float64(c.Samples) < 0.8*float64(load.N)) {
+		err = fmt.Errorf("lab: jitter calibration matched only %d of %d requests", c.Samples, load.N)
+	}
+	return c, err
+}
+
+// tracedRun starts Ballast for spec (over srvs, which it traces) with an admin listener,
+// applies load with every request traced, and returns the load's figures, Ballast's CPU time
+// and the jitter measured on the way.
+func tracedRun(ctx context.Context, o Options, spec PoolSpec, srvs []*backend.Server, load loadgen.Options) (*loadgen.Result, time.Duration, Calibration, error) {
+	res, cpus, cals, err := tracedLoads(ctx, o, spec, srvs, []loadgen.Options{load})
+	if err != nil {
+		return nil, 0, Calibration{}, err
+	}
+	return res[0], cpus[0], cals[0], nil
+}
+
+// tracedLoads is tracedRun for several loads one after the other on one Ballast. Ballast's
+// ring keeps the last 4096 releases, so a longer load is matched on its end.
+func tracedLoads(ctx context.Context, o Options, spec PoolSpec, srvs []*backend.Server, loads []loadgen.Options) ([]*loadgen.Result, []time.Duration, []Calibration, error) {
+	port, err := freePort()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	spec.Admin = "127.0.0.1:" + strconv.Itoa(port)
+	p, err := StartBallast(ctx, o.Ballast, spec, 60*time.Second)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	defer p.Close()
+	var ress []*loadgen.Result
+	var cpus []time.Duration
+	var cals []Calibration
+	for _, load := range loads {
+		for _, s := range srvs {
+			s.StartTrace()
+		}
+		load.Trace = true
+		res, cpu, err := measure(ctx, o, p, load)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		obs, err := fetchObserved(ctx, spec.Admin)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		var arr []backend.Arrival
+		for _, s := range srvs {
+			arr = append(arr, s.Trace()...)
+		}
+		c, err := measureJitter(res, arr, obs.Releases, len(load.URLSuffixes) > 1)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		c.Jitter.Source = fmt.Sprintf("%s, -c %d -n %d%s, %s; load average %s", time.Now().UTC().Format("2006-01-02 15:04 UTC"),
+			load.C, load.N, map[bool]string{true: " -k", false: " (a new connection per request)"}[load.KeepAlive], spec.Balancer, loadAvg())
+		ress, cpus, cals = append(ress, res), append(cpus, cpu), append(cals, c)
+	}
+	for _, s := range srvs {
+		s.StopTrace()
+	}
+	return ress, cpus, cals, nil
+}
+
+// fetchObserved reads the lab pool's observation with its releases from Ballast's admin API.
+func fetchObserved(ctx context.Context, admin string) (advise.Observation, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+admin+"/api/pools/lab/observed?releases=1", nil)
+	if err != nil {
+		return advise.Observation{}, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return advise.Observation{}, fmt.Errorf("lab: reading Ballast's observations: %w", err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return advise.Observation{}, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return advise.Observation{}, fmt.Errorf("lab: GET observed: %s: %s", resp.Status, body)
+	}
+	var o advise.Observation
+	if err := json.Unmarshal(body, &o); err != nil {
+		return advise.Observation{}, fmt.Errorf("lab: observed: %w", err)
+	}
+	return o, nil
+}
+
+// measureJitter matches the three clocks' records and returns the delays between them.
+func measureJitter(res *loadgen.Result, arrivals []backend.Arrival, rels []advise.Release, oneSender bool) (Calibration, error) {
+	begin, beginUnix := res.Begin, res.Begin.UnixNano()
+	rel := func(t time.Time) int64 { return int64(t.Sub(begin)) }
+	// Match each backend's arrivals with Ballast's dispatches to it: Ballast's interval, from
+	// its dispatch to its release, holds the backend's, from arrival to the end of service.
+	byBackend := map[string][]backend.Arrival{}
+	for _, a := range arrivals {
+		if a.Seq >= 0 {
+			byBackend[a.Backend] = append(byBackend[a.Backend], a)
+		}
+	}
+	relsBy := map[string][]advise.Release{}
+	for _, r := range rels {
+		relsBy[r.Backend] = append(relsBy[r.Backend], r)
+	}
+	bySeq := map[int64]matched{}
+	for name, as := range byBackend {
+		slices.SortFunc(as, func(x, y backend.Arrival) int { return x.Arrived.Compare(y.Arrived) })
+		for _, m := range matchReleases(as, relsBy[name], func(a backend.Arrival) (int64, int64) {
+			return beginUnix + rel(a.Arrived), beginUnix + rel(a.Done)
+		}) {
+			bySeq[as[m[0]].Seq] = matched{as[m[0]], relsBy[name][m[1]]}
+		}
+	}
+	h := hopSamples{oneSender: oneSender, first: &hopSamples{}}
+	type pick struct {
+		seq int64
+		at  int64
+	}
+	var picks []pick
+	for _, e := range res.Trace {
+		m, ok := bySeq[e.Index]
+		if !ok || !e.OK {
+			continue
+		}
+		t1 := m.r.Dispatched() - beginUnix
+		t2 := rel(m.a.Arrived)
+		t3 := rel(m.a.Done)
+		t4 := m.r.AtNs - beginUnix
+		g := &h
+		if e.Index < int64(res.Options.C) {
+			g = h.first
+		}
+		g.send = append(g.send, pos(e.Sent-e.Start))
+		g.toPick = append(g.toPick, pos(t1-e.Sent))
+		if m.a.FreshConn {
+			h.fresh = append(h.fresh, pos(t2-t1)) // connects: all of them, start-up or not
+		} else {
+			g.forward = append(g.forward, pos(t2-t1))
+		}
+		if m.a.Service > 0 {
+			h.overshoot = append(h.overshoot, pos(t3-rel(m.a.Started)-int64(m.a.Service)))
+		}
+		g.ret = append(g.ret, pos(t4-t3))
+		g.deliver = append(g.deliver, pos(e.Done-t4))
+		picks = append(picks, pick{e.Index, t1})
+	}
+	slowest := slowestRequest(res, bySeq, beginUnix)
+	if len(picks) == 0 {
+		return Calibration{}, fmt.Errorf("lab: jitter calibration matched no request of %d (backends saw %d, Ballast released %d)",
+			len(res.Trace), len(arrivals), len(rels))
+	}
+	slices.SortFunc(picks, func(x, y pick) int { return cmp.Compare(x.at, y.at) })
+	inv := 0
+	for i := 1; i < len(picks); i++ {
+		if picks[i].seq < picks[i-1].seq {
+			inv++
+		}
+	}
+	return Calibration{Jitter: h.jitter(), Samples: len(picks), Inversions: inv, Slowest: slowest, hops: h}, nil
+}
+
+// matched is a request's records on the backend's and Ballast's clocks.
+type matched struct {
+	a backend.Arrival
+	r advise.Release
+}
+
+// slowestRequest describes the matched request that spent longest outside its backend (from
+// the client's start to its response, less its time inside the backend), and counts the
+// requests the other clocks did not match.
+func slowestRequest(res *loadgen.Result, by map[int64]matched, beginUnix int64) string {
+	var worst *loadgen.Event
+	var extra int64
+	unmatched := 0
+	for i := range res.Trace {
+		e := &res.Trace[i]
+		m, ok := by[e.Index]
+		if !ok {
+			unmatched++
+			continue
+		}
+		if x := e.Done - e.Start - int64(m.a.Done.Sub(m.a.Arrived)); worst == nil || x > extra {
+			worst, extra = e, x
+		}
+	}
+	if worst == nil {
+		return ""
+	}
+	ms := func(ns int64) float64 { return float64(ns) / 1e6 }
+	m, begin := by[worst.Index], res.Begin
+	return fmt.Sprintf("request %d, %.1f ms outside its backend: taken %.1f ms, written %.1f, picked %.1f, at the backend %.1f, served %.1f-%.1f, released %.1f, answered %.1f (%d requests unmatched)",
+		worst.Index, ms(extra), ms(worst.Start), ms(worst.Sent), ms(m.r.Dispatched()-beginUnix),
+		ms(int64(m.a.Arrived.Sub(begin))), ms(int64(m.a.Started.Sub(begin))), ms(int64(m.a.Done.Sub(begin))), ms(m.r.AtNs-beginUnix), ms(worst.Done), unmatched)
+}
+
+// minCalibration is the fewest matched requests a calibration accepts (and at least 80 % of
+// its requests).
+const minCalibration = 20
+
+// pos is a delay measured across two clocks, never negative: a worker descheduled between
+// writing and reading its clock can read it after the next hop already has.
+func pos(ns int64) time.Duration { return time.Duration(max(ns, 0)) }
+
+// calSetup is one calibration: a run of a scenario's own load over its own backends, with a
+// balancer of its own rows, whose requests are timed at every hop and not reported as a row.
+type calSetup struct {
+	profile string // the sim profile it measures
+	spec    PoolSpec
+	cfgs    []backend.Config
+	load    loadgen.Options
+}
+
+// heteroCfgs are the heterogeneous scenario's backends (seed 000).
+var heteroCfgs = []backend.Config{{Name: "A", Workers: 2, Service: 706 * time.Microsecond}, {Name: "B", Workers: 1, Service: 800 * time.Microsecond}}
+
+// heteroCalibrations measure the heterogeneous scenario's two loads (kept-alive connections,
+// then a new one per request) for 3000 and 1000 requests: its rows run for 100000 and 20000,
+// in the same steady state.
+func heteroCalibrations() []calSetup {
+	spec := PoolSpec{Balancer: "sqf", MaxConns: 32}
+	return []calSetup{
+		{sim.ProfileKeepAlive, spec, heteroCfgs, loadgen.Options{N: 3000, C: 16, KeepAlive: true}},
+		{sim.ProfileFresh + " (heterogeneous)", spec, heteroCfgs, loadgen.Options{N: 1000, C: 16}},
+	}
+}
+
+// slowCalibration is the slow-backend scenario's load with roundrobin: 25 of its 50 requests
+// sleep on B, so the timer overshoot of its sleeps is measured as well.
+func slowCalibration(o Options) calSetup {
+	return calSetup{sim.ProfileFresh, PoolSpec{Balancer: "roundrobin"},
+		[]backend.Config{{Name: "A", Workers: 1000}, {Name: "B", Workers: 5, Service: scaled(o, 5*time.Second)}},
+		loadgen.Options{N: 50, C: 10}}
+}
+
+// variableCalibration is the variable-cost scenario's load (its ?wait= list, one request
+// written at a time) with roundrobin.
+func variableCalibration(o Options) calSetup {
+	return calSetup{sim.ProfileFreshOrdered, PoolSpec{Balancer: "roundrobin"},
+		[]backend.Config{{Name: "A", Workers: 4}, {Name: "B", Workers: 4}},
+		loadgen.Options{N: 50, C: 10, URLSuffixes: waitSuffixes(o)}}
+}
+
+// run measures the setup.
+func (c calSetup) run(ctx context.Context, o Options) (Calibration, error) {
+	cal, err := calibrate(ctx, o, c.spec, c.cfgs, c.load)
+	if err != nil {
+		return Calibration{}, fmt.Errorf("jitter calibration (%s): %w", c.profile, err)
+	}
+	o.logf("jitter calibration, %s: %s", c.profile, cal)
+	return cal, nil
+}
+
+// runJitter measures every calibration of the seed scenarios on its own: one row per hop of
+// each, with its median and 99th percentile in the p50 and p99 columns, and the profile as
+// sim/profiles.go holds it in the notes.
+func runJitter(ctx context.Context, o Options, r *Report) error {
+	r.Metric = Makespan
+	r.Ideal = "none: these are the delays the model draws"
+	probe := startStallProbe()
+	defer func() {
+		stalls, window := probe.Stop()
+		r.Notes = append(r.Notes, fmt.Sprintf("stalls: %d longer than %v in %.1f s (%s): StallRate %.3f", len(stalls), stallThreshold,
+			window.Seconds(), sim.DistOf(stalls, 20), float64(len(stalls))/window.Seconds()))
+	}()
+	for _, s := range append(heteroCalibrations(), slowCalibration(o), variableCalibration(o)) {
+		cal, err := s.run(ctx, o)
+		if err != nil {
+			return err
+		}
+		j := cal.Jitter
+		for _, h := range []struct {
+			name string
+			d    sim.Dist
+		}{{"send", j.Send}, {"to pick", j.ToPick}, {"forward", j.Forward}, {"connect", j.Connect},
+			{"overshoot", j.Overshoot}, {"return", j.Return}, {"deliver", j.Deliver}} {
+			r.Results = append(r.Results, Result{Algorithm: s.profile + ": " + h.name,
+				P50Ms: float64(h.d.Quantile(.5)) / 1e6, P99Ms: float64(h.d.Quantile(.99)) / 1e6, Split: map[string]int64{}})
+		}
+		r.Notes = append(r.Notes, s.profile+": "+cal.String(), s.profile+" as Go: "+profileGo(j))
+	}
+	return nil
+}
+
+// profileGo prints j as the Go literal sim/profiles_data.go holds.
+func profileGo(j *sim.Jitter) string {
+	d := func(x sim.Dist) string {
+		s := "us("
+		for i, q := range x.Q {
+			if i > 0 {
+				s += ", "
+			}
+			s += strconv.FormatFloat(float64(q)/1e3, 'f', 1, 64)
+		}
+		return s + ")"
+	}
+	first := "nil"
+	if h := j.First; h != nil {
+		first = fmt.Sprintf("&Hops{Send: %s, ToPick: %s, Forward: %s, Return: %s, Deliver: %s}", d(h.Send), d(h.ToPick), d(h.Forward), d(h.Return), d(h.Deliver))
+	}
+	return fmt.Sprintf("&Jitter{Send: %s, ToPick: %s, Forward: %s, Connect: %s, Overshoot: %s, Return: %s, Deliver: %s, First: %s, OneSender: %v, Source: %q}",
+		d(j.Send), d(j.ToPick), d(j.Forward), d(j.Connect), d(j.Overshoot), d(j.Return), d(j.Deliver), first, j.OneSender, j.Source)
+}
+
+// matchTolerance is how far the two processes' clocks may disagree when one interval must
+// hold another.
+const matchTolerance = 50 * time.Microsecond
+
+// maxMatchSlack bounds the hops a match may imply (Ballast's dispatch before the backend's
+// arrival plus its release after the backend's done): beyond it the pair is not one request.
+const maxMatchSlack = 50 * time.Millisecond
+
+// matchReleases pairs arrivals with releases of the same backend: taken in the order their
+// service ended, each arrival gets the unmatched release that came soonest after its done and
+// whose dispatch came before its arrival (within matchTolerance), if the two hops this implies
+// stay within maxMatchSlack. A response reaches Ballast a fraction of a millisecond after the
+// backend is done with it, so the release right after the done is the request's own, where
+// the dispatches of requests sent together are not told apart. span gives an arrival's
+// interval in Unix nanoseconds. It returns index pairs.
+func matchReleases[A any](as []A, rs []advise.Release, span func(A) (int64, int64)) [][2]int {
+	byDone := make([]int, len(as))
+	for i := range byDone {
+		byDone[i] = i
+	}
+	slices.SortStableFunc(byDone, func(x, y int) int {
+		_, dx := span(as[x])
+		_, dy := span(as[y])
+		return cmp.Compare(dx, dy)
+	})
+	order := make([]int, len(rs))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortFunc(order, func(x, y int) int { return cmp.Compare(rs[x].AtNs, rs[y].AtNs) })
+	used := make([]bool, len(rs))
+	tol, maxSlack := int64(matchTolerance), int64(maxMatchSlack)
+	var out [][2]int
+	for _, i := range byDone {
+		t2, t3 := span(as[i])
+		k, _ := slices.BinarySearchFunc(order, t3-tol, func(j int, t int64) int { return cmp.Compare(rs[j].AtNs, t) })
+		for ; k < len(order); k++ {
+			j := order[k]
+			r := rs[j]
+			if r.AtNs-t3 > maxSlack {
+				break
+			}
+			if d := r.Dispatched(); used[j] || d > t2+tol || (r.AtNs-t3)+(t2-d) > maxSlack {
+				continue
+			}
+			used[j] = true
+			out = append(out, [2]int{i, j})
+			break
+		}
+	}
+	slices.SortFunc(out, func(x, y [2]int) int { return cmp.Compare(x[0], y[0]) })
+	return out
+}

@@ -1,0 +1,309 @@
+package sim
+
+import (
+	"math"
+	"math/rand/v2"
+	"reflect"
+	"testing"
+	"time"
+)
+
+func TestDist(t *testing.T) {
+	ms := time.Millisecond
+	sample := []time.Duration{5 * ms, ms, 4 * ms, 2 * ms, 3 * ms}
+	d := DistOf(sample, 4)
+	if want := []time.Duration{ms, 2 * ms, 3 * ms, 4 * ms, 5 * ms}; !reflect.DeepEqual(d.Q, want) {
+		t.Fatalf("quantiles %v, want %v", d.Q, want)
+	}
+	if sample[0] != 5*ms {
+		t.Error("DistOf sorted its argument")
+	}
+	if got := d.Quantile(0.5); got != 3*ms {
+		t.Errorf("median %v, want 3ms", got)
+	}
+	if got := d.Quantile(0.125); got != 1500*time.Microsecond { // halfway between 1 and 2 ms
+		t.Errorf("p12.5 %v, want 1.5ms", got)
+	}
+	if got := d.Mean(); got != 3*ms {
+		t.Errorf("mean %v, want 3ms", got)
+	}
+	r := rand.New(rand.NewPCG(1, 2))
+	var sum float64
+	const n = 20000
+	for range n {
+		x := d.draw(r)
+		if x < ms || x > 5*ms {
+			t.Fatalf("draw %v outside [1, 5] ms", x)
+		}
+		sum += float64(x) / float64(ms)
+	}
+	if m := sum / n; math.Abs(m-3) > 0.05 {
+		t.Errorf("draws average %.3f, want 3", m)
+	}
+	if !(Dist{}).IsZero() || (Dist{}).draw(r) != 0 || DistOf(nil, 5).Q != nil {
+		t.Error("the zero Dist must draw 0")
+	}
+	if (Dist{Q: []time.Duration{3, 2}}).validate() == nil {
+		t.Error("decreasing quantiles accepted")
+	}
+	if (Dist{Q: []time.Duration{-1}}).validate() == nil {
+		t.Error("negative quantile accepted")
+	}
+	if (Dist{Q: make([]time.Duration, maxDistPoints+1)}).validate() == nil {
+		t.Error("too many quantiles accepted")
+	}
+}
+
+// fixedJitter is a jitter of constant delays.
+func fixedJitter(d time.Duration) *Jitter {
+	c := Dist{Q: []time.Duration{d}}
+	return &Jitter{Send: c, ToPick: c, Forward: c, Return: c, Deliver: c}
+}
+
+// TestZeroJitterIsTheIdealMachine: a jitter of zeros changes nothing, to the event.
+func TestZeroJitterIsTheIdealMachine(t *testing.T) {
+	for _, sc := range smallScenarios() {
+		for _, alg := range []string{"byrequests", "bybusyness", "sqf", "random", "ewma"} {
+			a := runScenario(t, sc, alg)
+			sc.Jitter = fixedJitter(0)
+			b := runScenario(t, sc, alg)
+			sc.Jitter = nil
+			if !reflect.DeepEqual(a, b) {
+				t.Fatalf("%s/%s: zero jitter changed the run:\n%+v\n%+v", sc.Name, alg, a, b)
+			}
+		}
+	}
+}
+
+// TestFixedDelaysAddUp: one request through constant delays takes their sum plus its
+// service; the first on a backend pays the connect, the next reuses the connection.
+func TestFixedDelaysAddUp(t *testing.T) {
+	ms := time.Millisecond
+	j := fixedJitter(ms) // send, to pick, forward, return, deliver: 5 ms
+	j.Connect = Dist{Q: []time.Duration{3 * ms}}
+	j.Overshoot = Dist{Q: []time.Duration{2 * ms}}
+	sc := Scenario{Name: "t", Concurrency: 1, Requests: 2, Jitter: j,
+		Backends: []Backend{{ID: "A", Service: Fixed(10 * ms)}}}
+	r := runScenario(t, sc, "roundrobin")
+	// first: 5 + 3 (connect) + 2 (overshoot) + 10; second: 5 + 2 + 10.
+	if want := 37 * ms; r.Makespan != want {
+		t.Errorf("makespan %v, want %v", r.Makespan, want)
+	}
+	if r.Latency.Max != 20*ms || r.Latency.P50 != 17*ms {
+		t.Errorf("latencies %+v, want 20 ms and 17 ms", r.Latency)
+	}
+	// Start-up hops for the first request only: its send takes 50 ms and its other four
+	// hops none, so it takes 50 + 3 + 2 + 10 = 65 ms, and the second 17 as before.
+	sc.Jitter.First = &Hops{Send: Dist{Q: []time.Duration{50 * ms}}}
+	if r := runScenario(t, sc, "roundrobin"); r.Makespan != 82*ms {
+		t.Errorf("makespan with a slow first send %v, want 82ms", r.Makespan)
+	}
+}
+
+// TestOneSender: with one sender the client's sends queue behind each other.
+func TestOneSender(t *testing.T) {
+	ms := time.Millisecond
+	j := &Jitter{Send: Dist{Q: []time.Duration{ms}}}
+	sc := Scenario{Name: "t", Concurrency: 10, Requests: 10, Jitter: j, Backends: []Backend{{ID: "A", Service: Fixed(0)}}}
+	if r := runScenario(t, sc, "roundrobin"); r.Makespan != ms {
+		t.Errorf("parallel senders: makespan %v, want 1 ms", r.Makespan)
+	}
+	j.OneSender = true
+	if r := runScenario(t, sc, "roundrobin"); r.Makespan != 10*ms {
+		t.Errorf("one sender: makespan %v, want 10 ms", r.Makespan)
+	}
+}
+
+// TestJitterShufflesArrivalOrder is seed 001's variable-cost case: on the ideal machine
+// byrequests lines every expensive request up on one backend (15 s); with the arrival order
+// shuffled by real delays it often does not, and no run beats the client's own bound (8 s).
+func TestJitterShufflesArrivalOrder(t *testing.T) {
+	sc := mustLookup(t, "variable-cost")
+	us := time.Microsecond
+	sc.Jitter = &Jitter{Send: Dist{Q: []time.Duration{10 * us, 200 * us}}, ToPick: Dist{Q: []time.Duration{20 * us, 900 * us}},
+		Forward: Dist{Q: []time.Duration{20 * us, 300 * us}}, Return: Dist{Q: []time.Duration{20 * us, 300 * us}},
+		Deliver: Dist{Q: []time.Duration{20 * us, 300 * us}}, OneSender: true}
+	rg, err := RunRange(sc, "byrequests", 50)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rg.MakespanS.Min >= 15 || rg.MakespanS.Min < 8 || rg.MakespanS.Max > 16 {
+		t.Errorf("byrequests range %+v: want some runs under 15 s and none under 8 s or far over 15 s", rg.MakespanS)
+	}
+	again, err := RunRange(sc, "byrequests", 50)
+	if err != nil || !reflect.DeepEqual(rg.MakespanS, again.MakespanS) {
+		t.Errorf("the same range twice: %+v then %+v (%v)", rg.MakespanS, again.MakespanS, err)
+	}
+}
+
+func TestStallTimeline(t *testing.T) {
+	s := &stalls{rate: 1, length: Dist{Q: []time.Duration{10}}, r: rand.New(rand.NewPCG(3, 4)), next: 100}
+	if got := s.after(50); got != 50 {
+		t.Errorf("before the first stall: %v", got)
+	}
+	if got := s.after(105); got != 110 {
+		t.Errorf("inside [100, 110): %v, want 110", got)
+	}
+	if got := s.after(110); got != 110 {
+		t.Errorf("at the stall's end: %v, want 110", got)
+	}
+	// Overlapping stalls merge: an event waits for the end of the last.
+	s = &stalls{rate: 1e9, length: Dist{Q: []time.Duration{5}}, r: rand.New(rand.NewPCG(3, 4)), next: 0} // a stall every ns
+	if got := s.after(0); got < 1000 && got <= 5 {
+		t.Errorf("back-to-back stalls: %v", got)
+	}
+}
+
+// TestStallsDelayResponses: a stall that covers the run's middle pushes its end out by about
+// its length; service times run on (virtual time).
+func TestStallsDelayResponses(t *testing.T) {
+	ms := time.Millisecond
+	sc := Scenario{Name: "t", Concurrency: 1, Requests: 100, Backends: []Backend{{ID: "A", Service: Fixed(ms)}}}
+	base := runScenario(t, sc, "roundrobin").Makespan
+	sc.Jitter = &Jitter{StallRate: 20, Stall: Dist{Q: []time.Duration{20 * ms}}}
+	var longer int
+	for seed := range uint64(20) {
+		sc.RandSeed = seed
+		if r := runScenario(t, sc, "roundrobin"); r.Makespan > base {
+			longer++
+		} else if r.Makespan < base {
+			t.Fatalf("a stall shortened the run: %v < %v", r.Makespan, base)
+		}
+	}
+	if longer < 15 { // 20 stalls a second over a 100 ms run: nearly every run meets one
+		t.Errorf("%d of 20 runs met a stall", longer)
+	}
+}
+
+// TestOpenArrivals: an open client sends at its rate whatever the backend does, with gaps as
+// bursty as asked.
+func TestOpenArrivals(t *testing.T) {
+	for _, cv := range []float64{0.5, 1, 2} {
+		sc := Scenario{Name: "open", Requests: 20000, Arrivals: Arrivals{Rate: 1000, CV: cv},
+			Backends: []Backend{{ID: "A", Service: Fixed(100 * time.Microsecond)}}}
+		r := runScenario(t, sc, "roundrobin")
+		if math.Abs(r.Throughput-1000)/1000 > 0.05 {
+			t.Errorf("cv %g: throughput %.0f, want about 1000", cv, r.Throughput)
+		}
+		e := newEngine(sc)
+		var gaps []float64
+		for range 20000 {
+			gaps = append(gaps, float64(e.gap()))
+		}
+		var sum, sq float64
+		for _, g := range gaps {
+			sum += g
+		}
+		mean := sum / float64(len(gaps))
+		for _, g := range gaps {
+			sq += (g - mean) * (g - mean)
+		}
+		got := math.Sqrt(sq/float64(len(gaps))) / mean
+		if math.Abs(got-cv)/cv > 0.1 || math.Abs(mean-1e6)/1e6 > 0.05 {
+			t.Errorf("gaps: mean %.0f ns (want 1e6), cv %.2f (want %g)", mean, got, cv)
+		}
+	}
+	// A burst beyond the backend's capacity queues inside it: latency grows.
+	sc := Scenario{Name: "open", Requests: 2000, Arrivals: Arrivals{Rate: 2000},
+		Backends: []Backend{{ID: "A", Workers: 1, Service: Fixed(time.Millisecond)}}}
+	if r := runScenario(t, sc, "roundrobin"); r.Throughput > 1001 || r.Queue.P99 < 100*time.Millisecond {
+		t.Errorf("overloaded: throughput %.0f (capacity 1000), queue p99 %v", r.Throughput, r.Queue.P99)
+	}
+}
+
+// TestBacklogBounds: without a backlog a request finding every backend full fails; a bounded
+// backlog turns away what exceeds it; a queue timeout fails who waited too long.
+func TestBacklogBounds(t *testing.T) {
+	ms := time.Millisecond
+	base := Scenario{Name: "t", Concurrency: 10, Requests: 100, MaxConns: 1,
+		Backends: []Backend{{ID: "A", Service: Fixed(10 * ms)}}}
+	tests := []struct {
+		name   string
+		mutate func(*Scenario)
+		check  func(Result) bool
+	}{
+		{"unbounded backlog", func(*Scenario) {}, func(r Result) bool { return r.Failed == 0 && r.MaxBacklog == 9 }},
+		{"no backlog", func(s *Scenario) { s.NoBacklog = true }, func(r Result) bool { return r.Failed > 0 && r.Failed == r.Rejected && r.MaxBacklog == 0 }},
+		{"max_queue 3", func(s *Scenario) { s.MaxQueue = 3 }, func(r Result) bool { return r.Rejected > 0 && r.MaxBacklog == 3 }},
+		{"queue timeout", func(s *Scenario) { s.QueueTimeout = 25 * ms }, func(r Result) bool { return r.Rejected > 0 && r.Queue.Max <= 25*ms }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			sc := base
+			tt.mutate(&sc)
+			r := runScenario(t, sc, "roundrobin")
+			checkAccounting(t, sc, r)
+			if !tt.check(r) {
+				t.Errorf("result %+v", r)
+			}
+		})
+	}
+}
+
+func TestRunRange(t *testing.T) {
+	sc := mustLookup(t, "slow-backend")
+	rg, err := RunRange(sc, "random", 30)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rg.Runs != 30 || len(rg.Results) != 30 {
+		t.Fatalf("%d runs, %d results", rg.Runs, len(rg.Results))
+	}
+	for _, s := range []Spread{rg.MakespanS, rg.ThroughputRPS, rg.SplitPct["A"], rg.P99Ms} {
+		if !(s.Min <= s.Median && s.Median <= s.Max) {
+			t.Errorf("spread out of order: %+v", s)
+		}
+	}
+	if rg.MakespanS.Width() == 0 {
+		t.Error("random picks over 30 seeds gave one makespan")
+	}
+	// Nothing random, no jitter: a point.
+	point, err := RunRange(sc, "byrequests", 5)
+	if err != nil || point.MakespanS.Width() != 0 || point.MakespanS.Min != 25 {
+		t.Errorf("byrequests on the ideal machine: %+v (%v), want the point 25 s", point.MakespanS, err)
+	}
+	if RunsFor(50) != DefaultRuns || RunsFor(100000) != 20 || RunsFor(1<<24) != MinRuns {
+		t.Errorf("RunsFor: %d %d %d", RunsFor(50), RunsFor(100000), RunsFor(1<<24))
+	}
+	if _, err := RunRange(sc, "random", maxRuns+1); err == nil {
+		t.Error("more than maxRuns accepted")
+	}
+}
+
+// TestDistAtTail: quantiles dense in the tail keep one outlier in its place: it moves the
+// 99.9th percentile, not the 95th.
+func TestDistAtTail(t *testing.T) {
+	ms := time.Millisecond
+	sample := make([]time.Duration, 1000)
+	for i := range sample {
+		sample[i] = 2 * ms
+	}
+	sample[999] = 160 * ms
+	ps := []float64{0, .5, .9, .95, .99, .999, 1}
+	d := DistAt(sample, ps)
+	if err := d.validate(); err != nil {
+		t.Fatal(err)
+	}
+	if d.Quantile(.95) != 2*ms || d.Quantile(.99) != 2*ms || d.Quantile(1) != 160*ms {
+		t.Errorf("quantiles %v", d.Q)
+	}
+	r := rand.New(rand.NewPCG(5, 6))
+	big := 0
+	for range 100000 {
+		if d.draw(r) > 3*ms {
+			big++
+		}
+	}
+	if big > 200 { // the outlier is 0.1 % of the sample; interpolation spreads it over (0.999, 1]
+		t.Errorf("%d of 100000 draws above 3 ms", big)
+	}
+	even := DistOf(sample, 20)
+	if even.Quantile(.97) <= 3*ms {
+		t.Errorf("evenly spaced quantiles should spread the outlier over the last 5 %%: %v", even.Q)
+	}
+	for _, bad := range []Dist{{Q: []time.Duration{1, 2}, P: []float64{0}}, {Q: []time.Duration{1, 2}, P: []float64{0, .5}}, {Q: []time.Duration{1, 2, 3}, P: []float64{0, .6, .5}}} {
+		if bad.validate() == nil {
+			t.Errorf("%+v accepted", bad)
+		}
+	}
+}

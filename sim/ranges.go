@@ -1,0 +1,162 @@
+package sim
+
+import (
+	"fmt"
+	"runtime"
+	"slices"
+	"sync"
+	"time"
+)
+
+// DefaultRuns is how many seeds a range is drawn from when the caller gives none, for
+// scenarios of up to runBudget/DefaultRuns requests; larger ones get fewer (RunsFor), down to
+// MinRuns: the range [min, max] of n runs holds a new run with probability (n-1)/(n+1), 98 %
+// for 100, and long runs vary little from seed to seed.
+const (
+	DefaultRuns = 100
+	MinRuns     = 10
+	runBudget   = 2_000_000 // requests simulated per range
+)
+
+// RunsFor is the default number of runs for a scenario of that many requests.
+func RunsFor(requests int) int {
+	if requests <= 0 {
+		return DefaultRuns
+	}
+	return min(DefaultRuns, max(MinRuns, runBudget/requests))
+}
+
+// maxRuns bounds a range's runs.
+const maxRuns = 1000
+
+// Spread is one figure over a range's runs.
+type Spread struct {
+	Min, Median, Max float64
+}
+
+// Width is Max - Min.
+func (s Spread) Width() float64 { return s.Max - s.Min }
+
+// Contains reports whether x lies in [Min, Max].
+func (s Spread) Contains(x float64) bool { return x >= s.Min && x <= s.Max }
+
+// RelWidth is the width as a share of the median (0 when the median is 0).
+func (s Spread) RelWidth() float64 {
+	if s.Median == 0 {
+		return 0
+	}
+	return s.Width() / s.Median
+}
+
+func spreadOf(xs []float64) Spread {
+	if len(xs) == 0 {
+		return Spread{}
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	n := len(s)
+	m := s[n/2]
+	if n%2 == 0 {
+		m = (s[n/2-1] + s[n/2]) / 2
+	}
+	return Spread{Min: s[0], Median: m, Max: s[n-1]}
+}
+
+// Range is one algorithm's prediction on one scenario as a range: the scenario run with Runs
+// different seeds (RandSeed, RandSeed+1, ...), each drawing its own jitter, picks and service
+// times. Each figure is given by its smallest, median and largest value over the runs.
+type Range struct {
+	Algorithm string
+	Runs      int
+	// Makespan and the latency figures in seconds and milliseconds, Throughput in req/s.
+	MakespanS, ThroughputRPS, P50Ms, P99Ms, QueueMs Spread
+	// SplitPct is each backend's share of the responses in percent.
+	SplitPct map[string]Spread
+	// ErrorsPct and FailedPct are backend errors and failed requests as a share of requests.
+	ErrorsPct, FailedPct Spread
+	// Results holds every run's result, in seed order.
+	Results []Result
+}
+
+// RunRange runs sc with algorithm n times (n <= 0 means RunsFor(sc.Requests)), seeds RandSeed..
+// RandSeed+n-1, in parallel on up to GOMAXPROCS goroutines, and summarises the runs. Without
+// jitter and random parts every run is the same, and the range is a point.
+func RunRange(sc Scenario, algorithm string, n int) (Range, error) {
+	return RunRangeOf(sc, algorithm, n, nil)
+}
+
+// RunRangeOf is RunRange with run k's scenario changed by vary (when not nil) after its seed
+// is set: the lab gives each run the jitter of one of its measured runs, in turn.
+func RunRangeOf(sc Scenario, algorithm string, n int, vary func(k int, sc *Scenario)) (Range, error) {
+	if n <= 0 {
+		n = RunsFor(sc.Requests)
+	}
+	if n > maxRuns {
+		return Range{}, fmt.Errorf("%d runs, more than %d", n, maxRuns)
+	}
+	results := make([]Result, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	work := make(chan int)
+	for range min(n, runtime.GOMAXPROCS(0)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for k := range work {
+				s := sc
+				s.RandSeed = sc.RandSeed + uint64(k)
+				if vary != nil {
+					vary(k, &s)
+				}
+				results[k], errs[k] = Run(s, algorithm)
+			}
+		}()
+	}
+	for k := range n {
+		work <- k
+	}
+	close(work)
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return Range{}, err
+		}
+	}
+	return Summarise(sc, algorithm, results), nil
+}
+
+// Summarise turns runs of one algorithm on sc into a Range.
+func Summarise(sc Scenario, algorithm string, results []Result) Range {
+	rg := Range{Algorithm: algorithm, Runs: len(results), Results: results, SplitPct: map[string]Spread{}}
+	col := func(f func(Result) float64) Spread {
+		xs := make([]float64, len(results))
+		for i, r := range results {
+			xs[i] = f(r)
+		}
+		return spreadOf(xs)
+	}
+	ms := func(d time.Duration) float64 { return float64(d) / 1e6 }
+	rg.MakespanS = col(func(r Result) float64 { return r.Makespan.Seconds() })
+	rg.ThroughputRPS = col(func(r Result) float64 { return r.Throughput })
+	rg.P50Ms = col(func(r Result) float64 { return ms(r.Latency.P50) })
+	rg.P99Ms = col(func(r Result) float64 { return ms(r.Latency.P99) })
+	rg.QueueMs = col(func(r Result) float64 { return ms(r.QueueMean) })
+	share := func(n, of int) float64 {
+		if of == 0 {
+			return 0
+		}
+		return 100 * float64(n) / float64(of)
+	}
+	rg.ErrorsPct = col(func(r Result) float64 { return share(r.Errors, r.Responses) })
+	rg.FailedPct = col(func(r Result) float64 { return share(r.Failed, r.Responses) })
+	for _, b := range sc.Backends {
+		rg.SplitPct[b.ID] = col(func(r Result) float64 {
+			total := 0
+			for _, n := range r.Split {
+				total += n
+			}
+			return share(r.Split[b.ID], total)
+		})
+	}
+	return rg
+}
