@@ -72,7 +72,7 @@ func (m *reqMsg) LocalAddr() net.Addr {
 // added ones (render); nothing is copied when the core changes nothing.
 type respMsg struct {
 	raw   []byte
-	r     *respHead
+	r     respHead // a copy: the caller's stays on its stack
 	arena []byte     // the names and values below
 	dels  [][2]int32 // names deleted (their raw fields, and adds before the delete, go)
 	adds  []added
@@ -81,7 +81,12 @@ type respMsg struct {
 type added struct{ name, value [2]int32 }
 
 func (m *respMsg) reset(raw []byte, r *respHead) {
-	m.raw, m.r = raw, r
+	m.raw = raw
+	if r != nil {
+		m.r = *r
+	} else {
+		m.r = respHead{}
+	}
 	m.arena, m.dels, m.adds = m.arena[:0], m.dels[:0], m.adds[:0]
 }
 
