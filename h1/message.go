@@ -72,7 +72,7 @@ func (m *reqMsg) LocalAddr() net.Addr {
 // added ones (render); nothing is copied when the core changes nothing.
 type respMsg struct {
 	raw   []byte
-	r     respHead // a copy: the caller's stays on its stack
+	r     respHead   // a copy: the caller's stays on its stack
 	arena []byte     // the names and values below
 	dels  [][2]int32 // names deleted (their raw fields, and adds before the delete, go)
 	adds  []added
