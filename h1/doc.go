@@ -9,8 +9,8 @@
 // one socket as the configured listener of that name (it must lend its descriptor: the shards
 // accept from it with raw accept4); Shutdown stops accepting, closes idle connections and
 // waits for the requests in flight; Stats reports what the engine counts (responses by class,
-// retries and hedges are the core's). Package server runs it for plain-HTTP listeners while the
-// switch BALLAST_H1=engine is on (server/h1plane.go).
+// retries and hedges are the core's). Package server serves every plain-HTTP listener
+// with it (server/h1plane.go says which stay on the fasthttp plane).
 //
 // # A request's path
 //
@@ -85,5 +85,6 @@
 // on its shard's goroutine; the core's table is one atomic load per request (an exchange keeps
 // the table it started with); counters are per shard and summed on read. Access-log lines are formatted
 // on the shard and written by a goroutine per shard, never on the shard itself. Nothing on a
-// shard blocks: no DNS, no disk, no TLS. TLS listeners stay on the fasthttp plane for now.
+// shard blocks: no DNS, no disk, no TLS. TLS listeners stay on the fasthttp plane for now, and
+// so do compression and backends reached over TLS or HTTP/2.
 package h1

@@ -217,13 +217,17 @@ func (ex *exchange) responseHead(raw []byte, r *respHead, rest []byte) {
 	rs.started = true
 	bc.arm(bResponse, sh.now+int64(ex.ps.ResponseTimeout)) // from here: backend inactivity
 	// The core's response side: hop-by-hop fields out, expose_backend, request ID, sticky
-	// cookie, header rules. Compression is not the engine's: a route that compresses is served
-	// by the fasthttp plane (package server decides), so the encoding is always none here.
+	// cookie, header rules. Compression is not the engine's yet: a listener whose
+	// configuration compresses is served by the fasthttp plane (package server decides at
+	// Serve); should a reload add compression under a listener the engine serves, the body
+	// goes as it is, without the Content-Encoding the core set.
 	ex.rm.reset(raw, r)
 	var sc httpcore.Scan
 	ex.rm.scan(&sc)
 	ex.cx.StripHopByHop(&ex.rm, &sc, false, false)
-	_ = ex.cx.Respond(&ex.msg, &ex.rm, a.b)
+	if ex.cx.Respond(&ex.msg, &ex.rm, a.b) != httpcore.EncNone {
+		ex.rm.Del(keyContentEncoding)
+	}
 	w := ex.rm.render(sh.wbuf[:0], m)
 	// The body bytes that came with the head go out in the same write when they are few.
 	var body []byte

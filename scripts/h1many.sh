@@ -1,7 +1,7 @@
 #!/bin/bash
 # h1many.sh BALLAST_BIN [REPS] [SECS] [N]: Ballast's own CPU per request with N backends
-# (default 2000) against 2, for both HTTP/1 planes (fasthttp and the event-loop engine,
-# BALLAST_H1=engine), all four proxies interleaved in every repetition, as docs/performance.md
+# (default 2000) against 2, for both HTTP/1 planes (fasthttp: FASTHTTP_BIN, a build from before
+# the engine served plain listeners, BALLAST_BIN when unset; and the event-loop engine), all four proxies interleaved in every repetition, as docs/performance.md
 # ("Many backends") measures it: two `ballast backend --ports` fleets (2 and N ports), one
 # `ballast serve` per fleet and plane (vnswrr), the backend connections opened by a warm-up of
 # 4N+1000 requests, then `ballast bench -k -c 64 -d SECS -R FILE` (4096 distinct paths, as the
@@ -12,7 +12,7 @@
 # always) runs beside them over the same fleets, for the part of the growth any proxy pays.
 # Needs python3 (and haproxy).
 set -u
-BIN=$(readlink -f "$1"); REPS=${2:-3}; SECS=${3:-8}; N=${4:-2000}
+BIN=$(readlink -f "$1"); FBIN=$(readlink -f "${FASTHTTP_BIN:-$1}"); REPS=${2:-3}; SECS=${3:-8}; N=${4:-2000}
 [ "$N" -le 3700 ] || { echo "N must be at most 3700"; exit 2; }
 shared=${PEERS_SHARED:-$(cd "$(dirname "$0")/.." && pwd)/../shared/tools/peers}
 echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)"
@@ -37,10 +37,10 @@ conf() { # file ports-from ports-to listen-port
 }
 conf "$w/f2.yaml" 27000 27001 27950; conf "$w/fn.yaml" 29000 $hi 27951
 conf "$w/e2.yaml" 27000 27001 27952; conf "$w/en.yaml" 29000 $hi 27953
-"$BIN" serve -c "$w/f2.yaml" >"$w/pf2.log" 2>&1 & pf2=$!; pids+=($pf2)
-"$BIN" serve -c "$w/fn.yaml" >"$w/pfn.log" 2>&1 & pfn=$!; pids+=($pfn)
-BALLAST_H1=engine "$BIN" serve -c "$w/e2.yaml" >"$w/pe2.log" 2>&1 & pe2=$!; pids+=($pe2)
-BALLAST_H1=engine "$BIN" serve -c "$w/en.yaml" >"$w/pen.log" 2>&1 & pen=$!; pids+=($pen)
+"$FBIN" serve -c "$w/f2.yaml" >"$w/pf2.log" 2>&1 & pf2=$!; pids+=($pf2)
+"$FBIN" serve -c "$w/fn.yaml" >"$w/pfn.log" 2>&1 & pfn=$!; pids+=($pfn)
+"$BIN" serve -c "$w/e2.yaml" >"$w/pe2.log" 2>&1 & pe2=$!; pids+=($pe2)
+"$BIN" serve -c "$w/en.yaml" >"$w/pen.log" 2>&1 & pen=$!; pids+=($pen)
 ports="27950 27951 27952 27953"
 if [ -n "${HAPROXY:-}" ]; then
   hconf() { # file ports-from ports-to listen-port

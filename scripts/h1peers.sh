@@ -1,6 +1,7 @@
 #!/bin/bash
 # h1peers.sh BALLAST_BIN [REPS] [SECS] [N]: CPU-microseconds per request of Ballast's two HTTP/1
-# planes, the fasthttp one and the event-loop engine (BALLAST_H1=engine), against HAProxy (one
+# planes, the fasthttp one (FASTHTTP_BIN: a build from before the engine served plain
+# listeners, main's at the time; BALLAST_BIN when unset) and the event-loop engine, against HAProxy (one
 # thread), all three interleaved in one run (HAProxy, fasthttp, engine, HAProxy, ...), round
 # robin over two nginx backends serving 44 bytes: the shared peers.sh's method and loads
 # (../shared/tools/peers/peers.sh), wrk -t1 keep-alive at c=16 and c=256 for SECS seconds and
@@ -11,7 +12,7 @@
 # engine settings in the same run; ROWS (default "ka16 ka256 close"; lat256 adds wrk's p50/p99
 # latency at c=256 for each process) picks the loads. Needs: haproxy nginx wrk ab curl python3.
 set -u
-BIN=$(readlink -f "$1"); REPS=${2:-5}; SECS=${3:-4}; N=${4:-20000}; IDLE=${IDLE:-5000}
+BIN=$(readlink -f "$1"); FBIN=$(readlink -f "${FASTHTTP_BIN:-$1}"); REPS=${2:-5}; SECS=${3:-4}; N=${4:-20000}; IDLE=${IDLE:-5000}
 shared=${PEERS_SHARED:-$(cd "$(dirname "$0")/.." && pwd)/../shared/tools/peers}
 for c in haproxy nginx wrk ab curl python3; do command -v $c >/dev/null || { echo "missing $c"; exit 2; }; done
 echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)"
@@ -23,11 +24,11 @@ sed -e 's/18081/28381/; s/18082/28382/' "$shared/nginx-backends.conf" >"$w/nginx
 nginx -p "$w/" -c "$w/nginx.conf" -e stderr >"$w/nginx.log" 2>&1 & bp=$!
 sed -e 's/18080/28390/; s/18081/28381/; s/18082/28382/' "$shared/haproxy.cfg" >"$w/haproxy.cfg"
 NBTHREAD=1 haproxy -f "$w/haproxy.cfg" -db >"$w/haproxy.log" 2>&1 & hp=$!
-"$BIN" serve --listen 127.0.0.1:28391 --balancer roundrobin --backend 127.0.0.1:28381 --backend 127.0.0.1:28382 >"$w/fasthttp.log" 2>&1 & fp=$!
-BALLAST_H1=engine "$BIN" serve --listen 127.0.0.1:28392 --balancer roundrobin --backend 127.0.0.1:28381 --backend 127.0.0.1:28382 >"$w/engine.log" 2>&1 & ep=$!
+"$FBIN" serve --listen 127.0.0.1:28391 --balancer roundrobin --backend 127.0.0.1:28381 --backend 127.0.0.1:28382 >"$w/fasthttp.log" 2>&1 & fp=$!
+"$BIN" serve --listen 127.0.0.1:28392 --balancer roundrobin --backend 127.0.0.1:28381 --backend 127.0.0.1:28382 >"$w/engine.log" 2>&1 & ep=$!
 ports="28381 28382 28390 28391 28392"
 if [ -n "${ENGINE2_ENV:-}" ]; then
-  env BALLAST_H1=engine $ENGINE2_ENV "$BIN" serve --listen 127.0.0.1:28393 --balancer roundrobin --backend 127.0.0.1:28381 --backend 127.0.0.1:28382 >"$w/engine2.log" 2>&1 & e2p=$!
+  env $ENGINE2_ENV "$BIN" serve --listen 127.0.0.1:28393 --balancer roundrobin --backend 127.0.0.1:28381 --backend 127.0.0.1:28382 >"$w/engine2.log" 2>&1 & e2p=$!
   ports="$ports 28393"
 fi
 for port in $ports; do

@@ -2,21 +2,20 @@ package server
 
 import (
 	"context"
-	"os"
+	"log/slog"
 
 	"ballast/config"
 	"ballast/h1"
+	"ballast/httpcore"
 )
 
-// The event-loop HTTP/1.1 engine (package h1) serves plain-HTTP listeners instead of the
-// fasthttp plane when the environment has BALLAST_H1=engine: a temporary switch while the
-// engine takes the plane over (issue 20). Both serve from the same HTTP core (routes, policy,
-// the access log, counters). A listener with TLS, h2c or accept_proxy stays on fasthttp, and
-// so does every listener of a configuration that uses what the engine does not have yet
-// (compression, backend TLS or HTTP/2).
-
-// h1EngineOn reports whether the switch is on.
-func h1EngineOn() bool { return os.Getenv("BALLAST_H1") == "engine" }
+// Plain-HTTP listeners are served by the event-loop HTTP/1.1 engine (package h1); the
+// fasthttp plane (package httpproxy) serves the rest: TLS listeners (and the HTTP/1
+// connections of h2c ones), accept_proxy listeners, and every listener of a configuration
+// that compresses responses or reaches backends over TLS or HTTP/2, which the engine does not
+// do yet. Both serve from the same HTTP core (routes, policy, the access log, counters).
+// engineServes is the one place the choice is made; off Linux the engine does not exist and
+// fasthttp serves everything.
 
 // engineServes reports whether the engine serves listener name of cfg.
 func engineServes(cfg *config.Config, name string) bool {
@@ -41,18 +40,15 @@ func engineServes(cfg *config.Config, name string) bool {
 	return false
 }
 
-// startEngine builds the engine over the plane's core when the switch is on, once, before
-// the core's first Swap (the engine attaches its per-backend state through it).
-func (p *httpPlane) startEngine() error {
-	if !h1EngineOn() || p.engine != nil {
+// newEngine builds the engine over core; nil where the engine does not run (off Linux), with
+// the reason in the log.
+func newEngine(core *httpcore.Core, logger *slog.Logger) *h1.Engine {
+	e, err := h1.New(core, logger)
+	if err != nil {
+		logger.Info("the event-loop HTTP/1 engine is not available: fasthttp serves every HTTP listener", "err", err)
 		return nil
 	}
-	e, err := h1.New(p.core, p.logger)
-	if err != nil {
-		return err
-	}
-	p.engine = e
-	return nil
+	return e
 }
 
 // shutdownEngine stops the engine, if any.

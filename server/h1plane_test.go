@@ -7,12 +7,11 @@ import (
 	"ballast/config"
 )
 
-// TestEngineSwitch: with BALLAST_H1=engine a plain-HTTP listener is served by the event-loop
-// engine (its counters move), traffic policy applies there through the HTTP core (a denied
-// client gets 403 from the engine), a reload moves its routes, and a configuration with a
-// compressing route stays on fasthttp.
-func TestEngineSwitch(t *testing.T) {
-	t.Setenv("BALLAST_H1", "engine")
+// TestEnginePlane: a plain-HTTP listener is served by the event-loop engine (its counters
+// move), traffic policy applies there through the HTTP core (a denied client gets 403 from
+// the engine), a reload moves its routes, and a configuration with a compressing route stays
+// on fasthttp.
+func TestEnginePlane(t *testing.T) {
 	a, b := namedBackend(t, "a"), namedBackend(t, "b")
 	yaml := func(backend, route string) string {
 		return fmt.Sprintf(`listeners:
@@ -38,7 +37,7 @@ routes:
 		}
 	}
 	if hp == nil || hp.engine == nil {
-		t.Fatal("the engine was not built with the switch on")
+		t.Fatal("the engine was not built")
 	}
 	for range 3 {
 		if code, body := get(t, web+"/"); code != 200 || body != "a" {

@@ -34,8 +34,9 @@ type Plane interface {
 }
 
 // httpPlane is the HTTP side as a Plane: the HTTP core (routes, policy, the access log, the
-// counters) and the HTTP/1 engine that serves its listeners' sockets; the HTTP/2 engine gets
-// its connections from the fronts. It also gives the admin plane its counters
+// counters) and the HTTP/1 engines that serve its listeners' sockets (the event-loop engine
+// for plain listeners, fasthttp for the others: h1plane.go); the HTTP/2 engine gets its
+// connections from the fronts. It also gives the admin plane its counters
 // (admin.Counters, and admin.ListenerCounters for the PROXY headers it refuses).
 type httpPlane struct {
 	logger   *slog.Logger
@@ -53,7 +54,7 @@ type httpPlane struct {
 
 	h2     *h2proxy.Proxy // gets the HTTP/2 connections of TLS and h2c listeners
 	fronts fronts         // TLS certificates and the fronts of TLS and h2c listeners
-	engine *h1.Engine     // the event-loop HTTP/1 engine, behind its switch (h1plane.go)
+	engine *h1.Engine     // the event-loop HTTP/1 engine: plain listeners (h1plane.go); nil off Linux
 }
 
 // newHTTPPlane builds the HTTP core and both engines over it; neither engine knows the other
@@ -61,7 +62,7 @@ type httpPlane struct {
 func newHTTPPlane(logger *slog.Logger) *httpPlane {
 	core := httpcore.New(logger)
 	h1 := httpproxy.New(core, logger)
-	return &httpPlane{logger: logger, core: core, proxy: h1, h2: h2proxy.New(core, h1, logger), down: make(chan struct{})}
+	return &httpPlane{logger: logger, core: core, proxy: h1, h2: h2proxy.New(core, h1, logger), engine: newEngine(core, logger), down: make(chan struct{})}
 }
 
 func (p *httpPlane) Name() string { return "http" }
@@ -87,9 +88,6 @@ func (p *httpPlane) Swap(cfg *config.Config, pools map[string]*upstream.Pool) er
 	}
 	commitTLS, err := p.fronts.prepare(hc)
 	if err != nil {
-		return err
-	}
-	if err := p.startEngine(); err != nil {
 		return err
 	}
 	if err := p.core.Swap(hc, pools); err != nil {
