@@ -606,7 +606,16 @@ func TestShutdownDrains(t *testing.T) {
 	waitFor(t, "the request", func() bool { return n.Load() == 1 })
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if err := te.Shutdown(ctx); err != nil {
+	shut := make(chan error, 1)
+	go func() { shut <- te.Shutdown(ctx) }()
+	waitFor(t, "the listening socket to close", func() bool {
+		c, err := net.DialTimeout("tcp", te.addr, time.Second)
+		if err == nil {
+			c.Close()
+		}
+		return err != nil // refused, not queued in a backlog nobody accepts from
+	})
+	if err := <-shut; err != nil {
 		t.Fatal(err)
 	}
 	if code := <-done; code != 200 {

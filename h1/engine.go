@@ -50,6 +50,7 @@ type listener struct {
 	maxHdr      int
 	maxRequests int
 	el          *evloop.Listener
+	ln          net.Listener // closed by Shutdown: new connections are refused, not queued
 	views       []listenerView // by shard: the core's view of the listener, per table
 }
 
@@ -220,7 +221,7 @@ func (e *Engine) Serve(name string, ln net.Listener) error {
 		e.mu.Unlock()
 		return err
 	}
-	l.el = el
+	l.el, l.ln = el, ln
 	e.listeners = append(e.listeners, l)
 	e.mu.Unlock()
 	tick := time.NewTicker(time.Second)
@@ -271,7 +272,7 @@ func (l *listener) accept(s *evloop.Shard, fd int, peer netip.AddrPort) {
 	c.serve()
 }
 
-// Shutdown stops accepting, closes idle connections, lets the requests in flight and the
+// Shutdown stops accepting (and closes the listening sockets), closes idle connections, lets the requests in flight and the
 // tunnels finish until ctx ends (their responses close their connections), then closes
 // everything. Serve calls return nil.
 func (e *Engine) Shutdown(ctx context.Context) error {
@@ -286,6 +287,7 @@ func (e *Engine) Shutdown(ctx context.Context) error {
 	e.stopping.Store(true)
 	for _, l := range ls {
 		l.el.Close()
+		_ = l.ln.Close() // as fasthttp's Shutdown does: a connect is refused, not left in the backlog
 	}
 	close(e.done)
 	e.onShards(func(sh *shard) { sh.drain() })
