@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"ballast/config"
+	"ballast/internal/h1conformance"
 	"ballast/upstream"
 )
 
@@ -641,7 +642,7 @@ func TestMaxKeepAliveRequests(t *testing.T) {
 	cfg.Listeners[0].MaxKeepAliveRequests = 3
 	te := startEngine(t, cfg)
 	out := exchangeRaw(t, te.addr, []byte(strings.Repeat("GET / HTTP/1.1\r\nHost: a\r\n\r\n", 5)))
-	if s := statuses(out); s != "200 200 200" || !bytes.Contains(out, []byte("Connection: close")) {
+	if s := h1conformance.Statuses(out); s != "200 200 200" || !bytes.Contains(out, []byte("Connection: close")) {
 		t.Fatalf("statuses %q (want three, the last with Connection: close): %q", s, out)
 	}
 }

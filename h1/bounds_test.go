@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"ballast/internal/h1conformance"
 )
 
 // TestHeadBounds: heads over max_header_bytes get 431 whether they come in one read or in
@@ -50,7 +52,7 @@ func TestHeadBounds(t *testing.T) {
 		"GET / HTTP/1.1\nHost: a\n\n",
 	} {
 		out := exchangeRaw(t, te.addr, []byte(bad+"GET /after HTTP/1.1\r\nHost: a\r\n\r\n"))
-		if s := statuses(out); s != "400" {
+		if s := h1conformance.Statuses(out); s != "400" {
 			t.Fatalf("%q then a GET: statuses %q, want one 400", bad, s)
 		}
 		if got, _ := rb.take(t); len(got) > 0 {
@@ -63,7 +65,7 @@ func TestHeadBounds(t *testing.T) {
 	cfg2.Pools[0].Retries.Attempts = 1
 	te2 := startEngine(t, cfg2)
 	out := exchangeRaw(t, te2.addr, []byte("GET / HTTP/1.1\r\nHost: a\r\n\r\n"))
-	if s := statuses(out); s != "502" {
+	if s := h1conformance.Statuses(out); s != "502" {
 		t.Fatalf("a 70 KiB response head: %q, want 502", out)
 	}
 }
@@ -79,7 +81,7 @@ func TestAnswerBeforeBody(t *testing.T) {
 		"POST /nowhere HTTP/1.1\r\nHost: other.example\r\nTransfer-Encoding: chunked\r\n\r\n" + strconv.FormatInt(int64(len(hidden)), 16) + "\r\n" + hidden + "\r\n0\r\n\r\n",
 	} {
 		out := exchangeRaw(t, te.addr, []byte(req))
-		if s := statuses(out); s != "404" || !bytes.Contains(out, []byte("Connection: close")) {
+		if s := h1conformance.Statuses(out); s != "404" || !bytes.Contains(out, []byte("Connection: close")) {
 			t.Fatalf("statuses %q, want one 404 that closes: %q", s, out)
 		}
 		if got, _ := rb.take(t); len(got) > 0 {
