@@ -50,7 +50,7 @@ type listener struct {
 	maxHdr      int
 	maxRequests int
 	el          *evloop.Listener
-	ln          net.Listener // closed by Shutdown: new connections are refused, not queued
+	ln          net.Listener   // closed by Shutdown: new connections are refused, not queued
 	views       []listenerView // by shard: the core's view of the listener, per table
 }
 
