@@ -198,8 +198,7 @@ func BenchmarkResponseHead(b *testing.B) {
 			b.Fatal("refused")
 		}
 		rm.reset(raw, &r)
-		var sc httpcore.Scan
-		rm.scan(&sc)
+		sc := r.scan
 		cx.StripHopByHop(&rm, &sc, false, false)
 		_ = cx.Respond(&msg, &rm, be)
 		out = rm.render(out[:0], respMode{})

@@ -1,6 +1,10 @@
 package h1
 
-import "bytes"
+import (
+	"bytes"
+
+	"ballast/httpcore"
+)
 
 // The engine reads message heads itself, before fasthttp's header parser sees them: it finds
 // where a head ends (so that a head split across reads is never handed to the parser
@@ -417,6 +421,9 @@ type respHead struct {
 	// than fit make the head refused.
 	conn  [8][]byte
 	nconn int
+	// scan is the core's note of the fields (hop-by-hop ones, forwarding ones), taken in the
+	// same pass.
+	scan httpcore.Scan
 }
 
 // checkResponse reads a response head's status and framing fields. Backends are taken more
@@ -450,6 +457,7 @@ func checkResponse(head []byte, r *respHead) bool {
 			return false // obs-fold, or not a field
 		}
 		name, value := line[:i], trimOWS(line[i+1:])
+		r.scan.Note(name)
 		switch {
 		case asciiEqualFold(name, "content-length"):
 			cls++

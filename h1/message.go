@@ -107,38 +107,35 @@ func (m *respMsg) deleted(name []byte) bool {
 	return false
 }
 
-// fields calls f for every raw field line's name and value (f returns false to stop).
-func (m *respMsg) fields(f func(name, value []byte) bool) {
-	p := m.raw[bytes.IndexByte(m.raw, '\n')+1:]
-	for len(p) > 0 {
-		eol := bytes.IndexByte(p, '\n')
-		if eol < 0 {
-			return
-		}
-		line := bytes.TrimSuffix(p[:eol], cr)
-		p = p[eol+1:]
-		i := bytes.IndexByte(line, ':')
-		if i <= 0 {
-			return // the blank line
-		}
-		if !f(line[:i], trimOWS(line[i+1:])) {
-			return
-		}
+// nextField returns the first raw field line of p (the fields after the status line) and
+// what follows it; ok is false at the blank line.
+func nextField(p []byte) (name, value, rest []byte, ok bool) {
+	eol := bytes.IndexByte(p, '\n')
+	if eol < 0 {
+		return nil, nil, nil, false
 	}
+	line := bytes.TrimSuffix(p[:eol], cr)
+	i := bytes.IndexByte(line, ':')
+	if i <= 0 {
+		return nil, nil, nil, false // the blank line
+	}
+	return line[:i], trimOWS(line[i+1:]), p[eol+1:], true
 }
 
+// fieldsOf is the raw head's field lines.
+func (m *respMsg) fieldsOf() []byte { return m.raw[bytes.IndexByte(m.raw, '\n')+1:] }
+
 func (m *respMsg) Peek(name []byte) []byte {
-	var v []byte
 	if !m.deleted(name) {
-		m.fields(func(k, val []byte) bool {
-			if httpcore.EqualFold(k, name) {
-				v = val
-				return false
+		for p := m.fieldsOf(); ; {
+			k, v, rest, ok := nextField(p)
+			if !ok {
+				break
 			}
-			return true
-		})
-		if v != nil {
-			return v
+			if httpcore.EqualFold(k, name) {
+				return v
+			}
+			p = rest
 		}
 	}
 	for _, a := range m.adds {
@@ -151,27 +148,29 @@ func (m *respMsg) Peek(name []byte) []byte {
 
 func (m *respMsg) AppendValues(dst, name []byte) []byte {
 	n := 0
-	join := func(v []byte) {
-		if len(v) == 0 {
-			return
-		}
-		if n > 0 {
-			dst = append(dst, ", "...)
-		}
-		dst = append(dst, v...)
-		n++
-	}
 	if !m.deleted(name) {
-		m.fields(func(k, v []byte) bool {
-			if httpcore.EqualFold(k, name) {
-				join(v)
+		for p := m.fieldsOf(); ; {
+			k, v, rest, ok := nextField(p)
+			if !ok {
+				break
 			}
-			return true
-		})
+			if httpcore.EqualFold(k, name) && len(v) > 0 {
+				if n > 0 {
+					dst = append(dst, ", "...)
+				}
+				dst = append(dst, v...)
+				n++
+			}
+			p = rest
+		}
 	}
 	for _, a := range m.adds {
-		if httpcore.EqualFold(m.str(a.name), name) {
-			join(m.str(a.value))
+		if v := m.str(a.value); httpcore.EqualFold(m.str(a.name), name) && len(v) > 0 {
+			if n > 0 {
+				dst = append(dst, ", "...)
+			}
+			dst = append(dst, v...)
+			n++
 		}
 	}
 	return dst
@@ -206,14 +205,6 @@ func (m *respMsg) ContentLength() int64 {
 		return -1
 	}
 	return m.r.clen
-}
-
-// scan notes every raw field name in s.
-func (m *respMsg) scan(s *httpcore.Scan) {
-	m.fields(func(k, _ []byte) bool {
-		s.Note(k)
-		return true
-	})
 }
 
 // respMode says how the engine frames the response for its client, for render.

@@ -222,8 +222,7 @@ func (ex *exchange) responseHead(raw []byte, r *respHead, rest []byte) {
 	// Serve); should a reload add compression under a listener the engine serves, the body
 	// goes as it is, without the Content-Encoding the core set.
 	ex.rm.reset(raw, r)
-	var sc httpcore.Scan
-	ex.rm.scan(&sc)
+	sc := r.scan
 	ex.cx.StripHopByHop(&ex.rm, &sc, false, false)
 	if ex.cx.Respond(&ex.msg, &ex.rm, a.b) != httpcore.EncNone {
 		ex.rm.Del(keyContentEncoding)

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"ballast/evloop"
-	"ballast/httpcore"
 )
 
 // A protocol switch (Upgrade, 101) turns the exchange into a tunnel: both connections stay on
@@ -27,8 +26,7 @@ func (ex *exchange) tunnel(raw []byte, r *respHead, rest []byte) {
 	ex.a.bc.tphase = bNone
 	c.disarm()
 	ex.rm.reset(raw, r)
-	var sc httpcore.Scan
-	ex.rm.scan(&sc)
+	sc := r.scan
 	ex.cx.StripHopByHop(&ex.rm, &sc, true, false) // Upgrade stays; the engine writes Connection
 	_ = ex.cx.Respond(&ex.msg, &ex.rm, ex.a.b)
 	w := ex.rm.render(sh.wbuf[:0], respMode{conn: connUpgrade})
