@@ -4,6 +4,7 @@ package h1
 
 import (
 	"bytes"
+	"errors"
 	"net/netip"
 	"strconv"
 
@@ -12,6 +13,7 @@ import (
 	"ballast/accesslog"
 	"ballast/evloop"
 	"ballast/httpcore"
+	"ballast/proxyproto"
 )
 
 // clientConn is one client connection. Idle, it holds its socket and this record (no
@@ -33,6 +35,7 @@ type clientConn struct {
 	tphase     uint8 // what timer times
 	closeAfter bool  // close once the current response is written
 	counted    bool  // counted against max_conns_per_client (httpcore.Core.AdmitConn)
+	proxyWait  bool  // accept_proxy: the PROXY header has not been read yet
 	lingering  bool  // our side is shut down; reading what the client still sends, discarding it
 	gen        uint32
 	prev, next *clientConn
@@ -87,6 +90,11 @@ func (c *clientConn) Expire(now int64) {
 		c.close()
 	case tHead:
 		c.sh.st.headerTimeouts.Add(1)
+		if c.proxyWait { // no PROXY header within read_header_timeout: no answer
+			c.l.refused.Add(1)
+			c.close()
+			return
+		}
 		if len(c.in) == 0 && c.served == 0 {
 			c.close() // nothing arrived at all
 			return
@@ -129,6 +137,9 @@ func (c *clientConn) serve() {
 	for c.ex == nil && len(c.out) == 0 && c.Registered() {
 		if c.closeAfter {
 			c.finishClose()
+			return
+		}
+		if c.proxyWait && !c.readProxy() {
 			return
 		}
 		if len(c.in) > 0 {
@@ -192,6 +203,59 @@ func (c *clientConn) serve() {
 			c.since = sh.now
 		}
 		c.in = append(sh.s.GetBuf(c.l.maxHdr+1), data...)
+	}
+}
+
+// readProxy reads the connection's PROXY header (v1 or v2) within read_header_timeout of the
+// accept; the client it names becomes the connection's peer (then counted against
+// max_conns_per_client). It reports whether the connection goes on to its first request; a
+// missing or malformed header closes it without an answer, counted.
+func (c *clientConn) readProxy() bool {
+	sh := c.sh
+	for {
+		if len(c.in) > 0 {
+			h, n, err := proxyproto.Parse(c.in)
+			switch {
+			case err == nil:
+				c.proxyWait = false
+				if h.HasAddrs() {
+					c.peer = netip.AddrPortFrom(h.Src.Addr().Unmap(), h.Src.Port())
+				}
+				c.in = c.in[:copy(c.in, c.in[n:])]
+				if len(c.in) == 0 {
+					c.releaseIn()
+				}
+				ok, counted := sh.e.core.AdmitConn(c.l.name, c.peer.Addr())
+				if !ok {
+					sh.st.connsRefused.Add(1)
+					c.close()
+					return false
+				}
+				c.counted = counted
+				return true
+			case !errors.Is(err, proxyproto.ErrIncomplete) || len(c.in) >= proxyproto.MaxHeaderLen:
+				c.l.refused.Add(1)
+				c.close()
+				return false
+			}
+		}
+		if c.Ready&evloop.Readable == 0 {
+			c.waitHead()
+			return false
+		}
+		if c.in == nil { // room for the header and the head after it
+			c.in = sh.s.GetBuf(max(c.l.maxHdr+1, proxyproto.MaxHeaderLen))
+		}
+		n, err := c.Read(c.in[len(c.in):cap(c.in)])
+		if err == evloop.ErrAgain {
+			c.waitHead()
+			return false
+		}
+		if err != nil {
+			c.close()
+			return false
+		}
+		c.in = c.in[:len(c.in)+n]
 	}
 }
 

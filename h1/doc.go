@@ -14,6 +14,10 @@
 //
 // # A request's path
 //
+// On an accept_proxy listener the connection's first bytes are its PROXY header (v1 or v2,
+// proxyproto.Parse over what arrived, within read_header_timeout of the accept; a peer outside
+// trusted_proxies is closed at accept); its client becomes the connection's peer.
+//
 // The client's socket is readable: the shard reads into its shared buffer. headEnd finds the
 // end of the head (resuming where it stopped, so a head arriving a byte at a time costs one
 // pass); checkRequest decides the framing and refuses, in one pass over the wire bytes, what

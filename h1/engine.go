@@ -23,6 +23,7 @@ import (
 	"ballast/config"
 	"ballast/evloop"
 	"ballast/httpcore"
+	"ballast/proxyproto"
 )
 
 // Engine is Ballast's event-loop HTTP/1.1 plane: it serves plain-HTTP listeners from the
@@ -39,6 +40,28 @@ type Engine struct {
 	closed    bool
 	done      chan struct{} // closed by Shutdown: Serve calls return
 	stopping  atomic.Bool
+	trust     atomic.Pointer[proxyproto.Trust] // who accept_proxy listeners take headers from
+}
+
+// SetProxyTrust replaces the peers accept_proxy listeners take PROXY headers from (the
+// configuration's trusted_proxies; empty: every peer); a connection from any other peer is
+// closed at accept and counted. Safe while serving (a reload).
+func (e *Engine) SetProxyTrust(t proxyproto.Trust) { e.trust.Store(&t) }
+
+// ProxyRefused returns how many connections the engine's sockets of the named listener
+// refused for their PROXY header, and whether it serves such a listener.
+func (e *Engine) ProxyRefused(name string) (uint64, bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var n uint64
+	served := false
+	for _, l := range e.listeners {
+		if l.name == name && l.proxy {
+			n += l.refused.Load()
+			served = true
+		}
+	}
+	return n, served
 }
 
 // listener is one served socket and the configured listener's options, fixed at Serve.
@@ -51,6 +74,8 @@ type listener struct {
 	maxRequests int
 	el          *evloop.Listener
 	ln          net.Listener   // closed by Shutdown: new connections are refused, not queued
+	proxy       bool           // accept_proxy: every connection starts with a PROXY header
+	refused     atomic.Uint64  // connections refused for their PROXY header (or its sender)
 	views       []listenerView // by shard: the core's view of the listener, per table
 }
 
@@ -205,6 +230,7 @@ func (e *Engine) Serve(name string, ln net.Listener) error {
 		readHdr:     int64(config.Or(lc.ReadHeaderTimeout.Duration, config.DefaultReadHeaderTimeout)),
 		maxHdr:      lc.MaxHeaderBytes,
 		maxRequests: lc.MaxKeepAliveRequests,
+		proxy:       lc.AcceptProxy,
 		views:       make([]listenerView, len(e.shards)),
 	}
 	if l.maxHdr <= 0 {
@@ -247,14 +273,22 @@ func (l *listener) accept(s *evloop.Shard, fd int, peer netip.AddrPort) {
 		_, _, _ = syscall.RawSyscall(syscall.SYS_CLOSE, uintptr(fd), 0, 0)
 		return
 	}
-	ok, counted := l.e.core.AdmitConn(l.name, peer.Addr().Unmap()) // max_conns_per_client
+	if l.proxy && !l.e.trust.Load().Allows(peer.Addr()) {
+		l.refused.Add(1) // a header from an untrusted peer would let it claim any address
+		_, _, _ = syscall.RawSyscall(syscall.SYS_CLOSE, uintptr(fd), 0, 0)
+		return
+	}
+	ok, counted := true, false
+	if !l.proxy { // behind a PROXY header the client is counted once the header names it
+		ok, counted = l.e.core.AdmitConn(l.name, peer.Addr().Unmap()) // max_conns_per_client
+	}
 	if !ok {
 		sh.st.connsRefused.Add(1)
 		_, _, _ = syscall.RawSyscall(syscall.SYS_CLOSE, uintptr(fd), 0, 0)
 		return
 	}
 	c := sh.newClient()
-	c.l, c.peer, c.counted = l, peer, counted
+	c.l, c.peer, c.counted, c.proxyWait = l, peer, counted, l.proxy
 	if err := s.Add(&c.FD, fd, c); err != nil {
 		_, _, _ = syscall.RawSyscall(syscall.SYS_CLOSE, uintptr(fd), 0, 0)
 		if counted {

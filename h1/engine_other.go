@@ -9,6 +9,7 @@ import (
 	"net"
 
 	"ballast/httpcore"
+	"ballast/proxyproto"
 )
 
 // Off Linux the engine is not available (it runs on evloop's epoll shards): New fails.
@@ -23,3 +24,5 @@ func New(core *httpcore.Core, logger *slog.Logger) (*Engine, error) {
 
 func (e *Engine) Serve(name string, ln net.Listener) error { return errors.ErrUnsupported }
 func (e *Engine) Shutdown(ctx context.Context) error       { return nil }
+func (e *Engine) SetProxyTrust(t proxyproto.Trust)         {}
+func (e *Engine) ProxyRefused(name string) (uint64, bool)  { return 0, false }

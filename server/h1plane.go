@@ -9,11 +9,11 @@ import (
 	"ballast/httpcore"
 )
 
-// Plain-HTTP listeners are served by the event-loop HTTP/1.1 engine (package h1); the
-// fasthttp plane (package httpproxy) serves the rest: TLS listeners (and the HTTP/1
-// connections of h2c ones), accept_proxy listeners, and every listener of a configuration
-// that compresses responses or reaches backends over TLS or HTTP/2, which the engine does not
-// do yet. Both serve from the same HTTP core (routes, policy, the access log, counters).
+// Plain-HTTP listeners (accept_proxy ones included) are served by the event-loop HTTP/1.1
+// engine (package h1); the fasthttp plane (package httpproxy) serves the rest: TLS listeners
+// (and the HTTP/1 connections of h2c ones), and every listener of a configuration that
+// compresses responses or reaches backends over TLS or HTTP/2, which the engine does not do
+// yet. Both serve from the same HTTP core (routes, policy, the access log, counters).
 // engineServes is the one place the choice is made; off Linux the engine does not exist and
 // fasthttp serves everything.
 
@@ -34,7 +34,7 @@ func engineServes(cfg *config.Config, name string) bool {
 	}
 	for _, l := range cfg.Listeners {
 		if l.Name == name {
-			return l.TLS == nil && !l.H2C && !l.AcceptProxy
+			return l.TLS == nil && !l.H2C
 		}
 	}
 	return false

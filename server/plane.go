@@ -96,6 +96,9 @@ func (p *httpPlane) Swap(cfg *config.Config, pools map[string]*upstream.Pool) er
 	commitTLS()
 	p.mu.Lock()
 	p.cfg, p.trust = hc, trust
+	if p.engine != nil {
+		p.engine.SetProxyTrust(trust)
+	}
 	for _, pls := range p.pp { // a reload's trusted_proxies apply to open listeners at once
 		for _, pl := range pls {
 			pl.SetTrust(trust)
@@ -131,14 +134,19 @@ func httpPart(cfg *config.Config) *config.Config {
 }
 
 // Serve serves an http listener; with accept_proxy its connections first give a PROXY header
-// (within read_header_timeout), whose client address fasthttp then sees as the peer's, so that
-// X-Forwarded-For, source-IP hashing and the access log name the original client.
+// (within read_header_timeout), whose client address the engine then sees as the peer's, so
+// that X-Forwarded-For, source-IP hashing and the access log name the original client: the
+// event-loop engine reads it itself, fasthttp through a proxyproto.Listener.
 func (p *httpPlane) Serve(listener string, sock Socket) error {
 	if p.core.Table() == nil {
 		return errors.New("http plane: Serve before Swap")
 	}
 	ln := sock.Stream
 	p.mu.Lock()
+	if p.engine != nil && engineServes(p.cfg, listener) { // it reads PROXY headers itself
+		p.mu.Unlock()
+		return p.engine.Serve(listener, ln)
+	}
 	for _, l := range p.cfg.Listeners {
 		if l.Name == listener && l.AcceptProxy {
 			if p.pp == nil {
@@ -149,10 +157,6 @@ func (p *httpPlane) Serve(listener string, sock Socket) error {
 			p.pp[listener], ln = append(p.pp[listener], pl), pl
 		}
 	}
-	if p.engine != nil && engineServes(p.cfg, listener) {
-		p.mu.Unlock()
-		return p.engine.Serve(listener, ln)
-	}
 	p.mu.Unlock()
 	if f := p.fronts.front(listener, p.h2, p.core); f != nil { // TLS and h2c: ALPN or preface decides the engine
 		return f.serve(ln, func(h1 net.Listener) error { return p.proxy.Serve(listener, h1) })
@@ -160,7 +164,8 @@ func (p *httpPlane) Serve(listener string, sock Socket) error {
 	return p.proxy.Serve(listener, ln)
 }
 
-// ListenerStats reports the PROXY headers each accept_proxy listener refused.
+// ListenerStats reports the PROXY headers each accept_proxy listener refused, over both
+// HTTP/1 engines.
 func (p *httpPlane) ListenerStats() []admin.ListenerStats {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -169,11 +174,18 @@ func (p *httpPlane) ListenerStats() []admin.ListenerStats {
 		return out
 	}
 	for _, l := range p.cfg.Listeners {
-		if pls := p.pp[l.Name]; len(pls) > 0 {
-			st := admin.ListenerStats{Listener: l.Name, Protocol: config.ProtocolHTTP}
-			for _, pl := range pls {
-				st.ProxyRefused += pl.Refused()
-			}
+		st := admin.ListenerStats{Listener: l.Name, Protocol: config.ProtocolHTTP}
+		pls := p.pp[l.Name]
+		for _, pl := range pls {
+			st.ProxyRefused += pl.Refused()
+		}
+		served := len(pls) > 0
+		if p.engine != nil {
+			n, ok := p.engine.ProxyRefused(l.Name)
+			st.ProxyRefused += n
+			served = served || ok
+		}
+		if served {
 			out = append(out, st)
 		}
 	}
