@@ -26,6 +26,7 @@ type clientConn struct {
 	sh         *shard
 	l          *listener
 	peer       netip.AddrPort
+	local      netip.AddrPort // the address the client connected to, as a PROXY header says
 	in         []byte
 	scan       int // headEnd's resume point in in
 	out        []byte
@@ -220,6 +221,7 @@ func (c *clientConn) readProxy() bool {
 				c.proxyWait = false
 				if h.HasAddrs() {
 					c.peer = netip.AddrPortFrom(h.Src.Addr().Unmap(), h.Src.Port())
+					c.local = h.Dst
 				}
 				c.in = c.in[:copy(c.in, c.in[n:])]
 				if len(c.in) == 0 {

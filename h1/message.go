@@ -50,9 +50,12 @@ func (m *reqMsg) ContentLength() int64 {
 	return 0
 }
 
-// LocalAddr is the address the client connected to (asked of the socket: only a redirect of
-// a request without Host needs it).
+// LocalAddr is the address the client connected to: the PROXY header's, else asked of the
+// socket (only a redirect of a request without Host needs it).
 func (m *reqMsg) LocalAddr() net.Addr {
+	if m.c.local.IsValid() {
+		return net.TCPAddrFromAddrPort(m.c.local)
+	}
 	var sa syscall.Sockaddr
 	if fd := m.c.FD.Fd; fd >= 0 {
 		sa, _ = syscall.Getsockname(fd)

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"ballast/config"
 	"ballast/proxyproto"
 )
 
@@ -81,5 +82,30 @@ func TestAcceptProxy(t *testing.T) {
 	_, _ = io.WriteString(c, "PROXY TCP4 198.51.100.7 127.0.0.1 40000 80\r\n"+req)
 	if b, _ := io.ReadAll(c); len(b) != 0 || refused() != 4 {
 		t.Errorf("an untrusted peer got %q (%d refused, want 4)", b, refused())
+	}
+}
+
+// TestAcceptProxyRedirectNamesDestination: a redirect of an HTTP/1.0 request without Host names
+// the address the client connected to, which behind a PROXY header is the header's
+// destination, not the socket's.
+func TestAcceptProxyRedirectNamesDestination(t *testing.T) {
+	cfg := testConfig(testPool("p", "roundrobin", "127.0.0.1:9"))
+	cfg.Listeners[0].AcceptProxy = true
+	cfg.Routes = []config.Route{{RoutePolicy: config.RoutePolicy{Redirect: &config.Redirect{Status: 301}}}}
+	te := startEngine(t, cfg)
+	c, err := net.Dial("tcp", te.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	_, _ = io.WriteString(c, "PROXY TCP4 198.51.100.7 203.0.113.9 40000 8080\r\nGET /x HTTP/1.0\r\n\r\n")
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if loc := resp.Header.Get("Location"); resp.StatusCode != 301 || loc != "http://203.0.113.9:8080/x" {
+		t.Fatalf("%d Location %q, want 301 http://203.0.113.9:8080/x", resp.StatusCode, loc)
 	}
 }
