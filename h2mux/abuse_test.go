@@ -562,3 +562,35 @@ func TestMemoryBound(t *testing.T) {
 		t.Errorf("%d streams, %d kept free, %v", cl.c.NumStreams(), cl.c.freeN, cl.err)
 	}
 }
+
+// PINGs on silence: after PingAfter without a byte from the client the connection pings it;
+// anything that arrives (the PING's ACK) clears it; silence for PingTimeout after a PING ends
+// the connection (a peer that vanished without a FIN), counted.
+func TestPingOnSilence(t *testing.T) {
+	cl := newClient(t, Config{PingAfter: 30 * time.Second, PingTimeout: 15 * time.Second})
+	if d := cl.c.Deadline(); d != cl.now+int64(30*time.Second) {
+		t.Fatalf("deadline %d, want now+30s", d-cl.now)
+	}
+	cl.now += int64(30 * time.Second)
+	if err := cl.c.Tick(); err != nil {
+		t.Fatal(err)
+	}
+	cl.drain()
+	wantFrames(t, cl.frames(), "PING")
+	if d := cl.c.Deadline(); d != cl.now+int64(15*time.Second) {
+		t.Fatalf("deadline after the PING %d, want now+15s", d-cl.now)
+	}
+	cl.now += int64(10 * time.Second)
+	cl.exchange(func() { cl.fr.WritePing(true, [8]byte{'b', 'a', 'l', 'l', 'a', 's', 't', '!'}) })
+	if err := cl.c.Tick(); err != nil || cl.c.Deadline() != cl.now+int64(30*time.Second) {
+		t.Fatalf("after the ACK: %v, deadline now+%d", err, cl.c.Deadline()-cl.now)
+	}
+	cl.now += int64(30 * time.Second)
+	cl.c.Tick()
+	cl.drain()
+	wantFrames(t, cl.frames(), "PING")
+	cl.now += int64(15 * time.Second)
+	if err := cl.c.Tick(); err == nil || cl.ctr.PingTimeouts.Load() != 1 || !cl.c.Done() {
+		t.Fatalf("unanswered PING: %v, PingTimeouts %d", err, cl.ctr.PingTimeouts.Load())
+	}
+}

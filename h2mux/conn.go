@@ -28,6 +28,10 @@ type Config struct {
 	// IdleTimeout, when set, ends a connection that has had no stream open for that long
 	// (GOAWAY NO_ERROR, then Done). Zero: the owner keeps its own idle timer.
 	IdleTimeout time.Duration
+	// PingAfter, when set, sends a PING once the client has sent nothing for that long, and
+	// PingTimeout (default PingAfter) ends the connection when nothing arrives within it after
+	// the PING (a peer that vanished without a FIN). Zero: no PINGs of Ballast's own.
+	PingAfter, PingTimeout time.Duration
 
 	// Now is the owner's clock in nanoseconds (a monotonic clock; the origin does not matter),
 	// read once per call into the Conn: a shard passes its timer wheel's time. Nil: the
@@ -67,6 +71,7 @@ type Counters struct {
 	ContinuationFloods    atomic.Uint64 // of which: header block past MaxHeaderBlockSize
 	OutputStalls          atomic.Uint64 // of which: output not drained for StallTimeout
 	SettingsTimeouts      atomic.Uint64 // of which: SETTINGS not acknowledged in time
+	PingTimeouts          atomic.Uint64 // of which: nothing came back after a PING on silence
 	ResponseFieldsDropped atomic.Uint64 // response fields left out (connection-specific or invalid)
 }
 
@@ -91,6 +96,15 @@ type Handler interface {
 	Writable(s *Stream)
 	// GoAway reports the client's GOAWAY: it opens no more streams.
 	GoAway(code ErrCode, debug []byte)
+}
+
+// Refuser is an optional interface of a Handler: Refused reports a request head the
+// connection refused itself and never handed over, for its access-log line: status 431 for a
+// head past the header limits (answered 431), 400 for a malformed one (reset with
+// PROTOCOL_ERROR). method and path are the head's :method and :path as decoded (maybe
+// empty, unchecked); reason names the rule. It runs inside Feed, like the Handler's methods.
+type Refuser interface {
+	Refused(method, path string, status int, reason string)
 }
 
 // Request is a request head. Fields are the regular fields in order, lowercase and checked
@@ -204,6 +218,8 @@ type Conn struct {
 	empties budget
 
 	settingsSentAt int64 // 0 once acknowledged
+	lastRead       int64 // when the client last sent bytes (Feed)
+	pingSentAt     int64 // when the PING on silence went out (0: none outstanding)
 	idleSince      int64 // when the last stream ended (0: streams open)
 	goAwaySent     bool
 	goAwayLast     uint32
@@ -249,6 +265,7 @@ func NewConn(h Handler, cfg Config) *Conn {
 	c.resets.init(cfg.ResetBurst, cfg.ResetRate, c.now)
 	c.empties.init(cfg.EmptyFrameBurst, cfg.EmptyFrameRate, c.now)
 	c.idleSince = c.now
+	c.lastRead = c.now
 	c.hblock.c = c
 
 	// The server preface: our SETTINGS (only what differs from the protocol's defaults,
@@ -314,6 +331,9 @@ func (cfg *Config) fill() {
 	}
 	if cfg.SettingsTimeout <= 0 {
 		cfg.SettingsTimeout = DefaultSettingsTimeout
+	}
+	if cfg.PingTimeout <= 0 {
+		cfg.PingTimeout = cfg.PingAfter
 	}
 	if cfg.Now == nil {
 		cfg.Now = monotonic
@@ -383,6 +403,9 @@ func (c *Conn) Feed(p []byte) error {
 	}
 	c.enter()
 	defer c.leave()
+	if len(p) > 0 {
+		c.lastRead, c.pingSentAt = c.now, 0 // the client is there
+	}
 	if c.preface < len(clientPreface) {
 		n := min(len(p), len(clientPreface)-c.preface)
 		if string(p[:n]) != clientPreface[c.preface:c.preface+n] {
@@ -492,7 +515,7 @@ func (c *Conn) frame(h frameHeader, p []byte) error {
 		return c.fail(ErrCodeProtocol, "PUSH_PROMISE from a client")
 	case framePing:
 		if h.flags&flagAck != 0 {
-			return nil // Ballast sends no PING of its own
+			return nil // the answer to a PING on silence: that anything came is what counts
 		}
 		b := c.grow(frameHeaderLen + 8)
 		b = appendFrameHeader(b, 8, framePing, flagAck, 0)
@@ -757,6 +780,20 @@ func (c *Conn) writeGoAway(code ErrCode, debug string) {
 	b = appendUint32(b, uint32(code))
 	c.wrote(append(b, debug...))
 	c.goAwaySent, c.goAwayLast = true, c.maxClientID
+}
+
+// Cancel ends s from the owner's side with RST_STREAM code (a response it cannot complete:
+// its backend broke after the head). The stream is gone at once; the Handler is not told
+// (no Reset), and the reset does not count against the client's reset budget.
+func (c *Conn) Cancel(s *Stream, code ErrCode) {
+	if s.released || c.err != nil {
+		return
+	}
+	c.enter()
+	defer c.leave()
+	s.remoteDone, s.localDone = true, true
+	c.writeRST(s.id, code)
+	c.release(s)
 }
 
 // Shutdown starts a graceful close: GOAWAY NO_ERROR naming the last stream the client

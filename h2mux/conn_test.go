@@ -323,3 +323,54 @@ func TestConnectionEnd(t *testing.T) {
 		t.Errorf("after Abort: %q, Done %v", last, cl.c.Done())
 	}
 }
+
+// The owner cancels a stream whose response it cannot complete: RST_STREAM with its code, the
+// Handler not told, the stream gone, the client's reset budget untouched, and the frames the
+// client still sends on it ignored.
+func TestOwnerCancel(t *testing.T) {
+	cl := newClient(t, Config{ResetBurst: 1})
+	cl.r.hold = true
+	cl.exchange(func() { cl.headers(1, false, head("POST")...) })
+	s := cl.c.streams[1]
+	if err := cl.c.Headers(s, 200).Send(false); err != nil {
+		t.Fatal(err)
+	}
+	cl.c.Cancel(s, ErrCodeInternal)
+	cl.drain()
+	wantFrames(t, cl.frames(), "HEADERS 1 :status=200", "RST 1 INTERNAL_ERROR")
+	if cl.c.NumStreams() != 0 {
+		t.Errorf("%d streams after Cancel", cl.c.NumStreams())
+	}
+	for _, e := range cl.r.events {
+		if strings.HasPrefix(e, "reset ") {
+			t.Errorf("the Handler was told of the owner's cancel: %q", cl.r.events)
+		}
+	}
+	got := cl.exchange(func() {
+		cl.data(1, true, []byte("late"))
+		cl.headers(3, true, getHead...)
+		cl.fr.WriteRSTStream(3, http2.ErrCodeCancel)
+	})
+	if cl.err != nil {
+		t.Fatalf("after the cancel: %v (frames %q)", cl.err, got)
+	}
+}
+
+// A Handler that is a Refuser hears of every request head the connection refused itself (for
+// its access-log line): 431 past the header limits, 400 for a malformed head, with the
+// :method and :path the head had.
+func TestRefused(t *testing.T) {
+	cl := newClient(t, Config{MaxHeaderListSize: 4096})
+	cl.exchange(func() {
+		cl.headers(1, true, head("GET", "x-a", strings.Repeat("a", 2000), "x-b", strings.Repeat("b", 2000))...)
+		cl.headers(3, true, head("GET", "connection", "close")...)
+		cl.headers(5, true, getHead...)
+	})
+	want := []string{
+		"431 GET /: request head past the header list limit (431)",
+		"400 GET /: connection-specific field connection",
+	}
+	if strings.Join(cl.r.refused, "\n") != strings.Join(want, "\n") || len(cl.r.reqs) != 1 {
+		t.Errorf("refused %q, want %q; %d requests handed over", cl.r.refused, want, len(cl.r.reqs))
+	}
+}

@@ -1,9 +1,9 @@
 // Package h2mux is Ballast's own HTTP/2 server side: a proxy-specialised connection state
 // machine (RFC 9113, HPACK by golang.org/x/net/http2/hpack) with no I/O, no goroutine and no
-// channel of its own, in the manner of HAProxy's mux_h2. Its owner (a shard of the event-loop
-// engine, or a test) feeds it the bytes read from the client and writes out the frames it
-// produced; the connection reports stream events and frames the owner's responses within the
-// client's flow-control windows.
+// channel of its own, in the manner of HAProxy's mux_h2. Its owner (h2proxy's, serving
+// Ballast's HTTP/2 plane; a test; later a shard of the event-loop engine) feeds it the bytes
+// read from the client and writes out the frames it produced; the connection reports stream
+// events and frames the owner's responses within the client's flow-control windows.
 //
 // API: NewConn(handler, config) returns a connection with its server preface in Output.
 //   - Feed(p) consumes all of p (a frame not complete yet waits for the next Feed); Handler
@@ -20,9 +20,12 @@
 //     room, Handler.GoAway the client's GOAWAY. The owner answers with Headers(s, status)
 //     .Add(…).Send(end), WriteData(s, p, end) (which takes what the windows allow) and
 //     Trailers(s).Send. A stream ends when both sides ended it; then it is recycled.
-//   - Shutdown sends GOAWAY and refuses new streams; Abort ends all streams when the socket
-//     is gone. LastStreamError names the rule the last refused stream broke, for the log.
-//   - Config: the limits (zero: the defaults of limits.go), the owner's clock (Now), a
+//   - Cancel ends a stream from the owner's side (RST_STREAM; a response it cannot complete).
+//     Shutdown sends GOAWAY and refuses new streams; Abort ends all streams when the socket
+//     is gone. LastStreamError names the rule the last refused stream broke; a Handler that
+//     is also a Refuser is told of every request head refused (431, malformed), for the log.
+//   - Config: the limits (zero: the defaults of limits.go), PINGs on silence (PingAfter,
+//     PingTimeout; off unless set), the owner's clock (Now), a
 //     buffer pool (Buffers: an idle connection then holds no buffer) and the Counters to add
 //     to (shared by a shard's or a listener's connections, read by /metrics).
 //

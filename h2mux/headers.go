@@ -135,6 +135,7 @@ func (c *Conn) endRequest() error {
 		// Too large: answered 431 here, never handed to the owner.
 		c.ctr.HeadersTooLarge.Add(1)
 		c.lastErr = streamErrorInfo{hb.id, ErrCodeNo, "request head past the header list limit (431)"}
+		c.refused(431, c.lastErr.reason)
 		c.writeStatusOnly(hb.id, 431)
 		if !hb.end {
 			c.writeRST(hb.id, ErrCodeNo)
@@ -143,10 +144,12 @@ func (c *Conn) endRequest() error {
 	}
 	if reason := c.parseRequest(); reason != "" {
 		c.ctr.MalformedRequests.Add(1)
+		c.refused(400, reason)
 		return c.streamError(hb.id, ErrCodeProtocol, reason)
 	}
 	if hb.end && c.req.ContentLength > 0 {
 		c.ctr.MalformedRequests.Add(1)
+		c.refused(400, "content-length without a body")
 		return c.streamError(hb.id, ErrCodeProtocol, "content-length without a body")
 	}
 	s := c.newStream(hb.id)
@@ -155,6 +158,25 @@ func (c *Conn) endRequest() error {
 	c.ctr.Streams.Add(1)
 	c.h.Request(s, &c.req, hb.end)
 	return c.err2()
+}
+
+// refused tells a Handler that is a Refuser of a request head the connection refused, with
+// the :method and :path it had (empty when they were not decoded).
+func (c *Conn) refused(status int, reason string) {
+	r, ok := c.h.(Refuser)
+	if !ok {
+		return
+	}
+	var method, path string
+	for _, f := range c.fields {
+		switch f.Name {
+		case ":method":
+			method = f.Value
+		case ":path":
+			path = f.Value
+		}
+	}
+	r.Refused(method, path, status, reason)
 }
 
 func (c *Conn) endTrailers(s *Stream) error {

@@ -24,6 +24,11 @@ type recorder struct {
 	consume bool // call Consumed for request bytes at once
 	pending map[*Stream][]byte
 	onData  func(p []byte)
+	refused []string // Refuser reports, apart from events
+}
+
+func (r *recorder) Refused(method, path string, status int, reason string) {
+	r.refused = append(r.refused, fmt.Sprintf("%d %s %s: %s", status, method, path, reason))
 }
 
 func (r *recorder) Request(s *Stream, req *Request, end bool) {

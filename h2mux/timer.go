@@ -30,13 +30,21 @@ func (c *Conn) Deadline() int64 {
 	if c.cfg.IdleTimeout > 0 && len(c.streams) == 0 && !c.goAwaySent {
 		at(c.idleSince + int64(c.cfg.IdleTimeout))
 	}
+	if c.cfg.PingAfter > 0 {
+		if c.pingSentAt != 0 {
+			at(c.pingSentAt + int64(c.cfg.PingTimeout))
+		} else {
+			at(c.lastRead + int64(c.cfg.PingAfter))
+		}
+	}
 	return d
 }
 
 // Tick does what is due at the owner's current time: it ends the connection whose SETTINGS
 // went unacknowledged (SETTINGS_TIMEOUT) or whose output did not drain for StallTimeout,
 // resets the streams that waited StallTimeout for window (CANCEL, counted against the reset
-// budget), and starts the graceful close of a connection idle for IdleTimeout. A non-nil
+// budget), starts the graceful close of a connection idle for IdleTimeout, sends a PING
+// after PingAfter of silence and ends the connection when nothing answers it in PingTimeout. A non-nil
 // error is the connection error that ends the connection.
 func (c *Conn) Tick() error {
 	if c.err != nil {
@@ -73,6 +81,18 @@ func (c *Conn) Tick() error {
 	}
 	if c.cfg.IdleTimeout > 0 && len(c.streams) == 0 && !c.goAwaySent && now-c.idleSince >= int64(c.cfg.IdleTimeout) {
 		c.writeGoAway(ErrCodeNo, "idle")
+	}
+	if c.cfg.PingAfter > 0 {
+		switch {
+		case c.pingSentAt != 0 && now-c.pingSentAt >= int64(c.cfg.PingTimeout):
+			c.ctr.PingTimeouts.Add(1)
+			return c.fail(ErrCodeNo, "no answer to PING")
+		case c.pingSentAt == 0 && now-c.lastRead >= int64(c.cfg.PingAfter):
+			b := c.grow(frameHeaderLen + 8)
+			b = appendFrameHeader(b, 8, framePing, 0, 0)
+			c.wrote(append(b, "ballast!"...))
+			c.pingSentAt = now
+		}
 	}
 	return nil
 }

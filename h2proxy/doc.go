@@ -1,9 +1,11 @@
-// Package h2proxy is Ballast's HTTP/2 engine, on net/http and golang.org/x/net/http2: it
-// serves HTTP/2 connections that the server hands it (TLS connections that negotiated h2 by
-// ALPN, cleartext connections that opened with the HTTP/2 preface on an h2c listener) and runs
-// each stream through package httpcore exactly as the HTTP/1 engine (package httpproxy) runs a
-// request: the same route, policy, forwarding fields, retry decisions, answers, counters and
-// access-log line. It does not import httpproxy.
+// Package h2proxy is Ballast's HTTP/2 engine: it serves HTTP/2 connections that the server
+// hands it (TLS connections that negotiated h2 by ALPN, cleartext connections that opened with
+// the HTTP/2 preface on an h2c listener) with Ballast's own HTTP/2 state machine (package
+// h2mux; serve.go is its owner per connection) and runs each stream through package httpcore
+// exactly as the HTTP/1 engine (package httpproxy) runs a request: the same route, policy,
+// forwarding fields, retry decisions, answers, counters and access-log line. It does not
+// import httpproxy. Backends are reached with net/http's and x/net/http2's client transports
+// or the HTTP/1 engine's connections (httpcore.Bridge).
 //
 // API: New builds a Proxy over an httpcore.Core (whose Swap installs configurations; the
 // engine attaches a transport to every backend through an httpcore.Attacher) and, optionally,
@@ -29,12 +31,16 @@
 //     reload changed leaves the HTTP/1 engine's connections, which keep the tls they were
 //     built with, for http.Transport. Go's transports add nothing of their own: no
 //     User-Agent when the client sent none; responses get no Date nor sniffed Content-Type.
-//   - Client connections: the writes of the frames that become ready together are gathered
-//     into one system call (batchConn; x/net/http2 would flush about twice per response), and
-//     cleartext reads are buffered (x/net reads each frame as two exact reads). A SETTINGS
-//     frame that repeats a parameter is handed to x/net with each parameter once, at its last
-//     value (settings.go; x/net would end the connection, RFC 9113 §6.5.3 says to process the
-//     values in order).
+//   - Client connections (serve.go): one h2mux.Conn each, owned by the goroutine ServeConn
+//     runs on, which reads into a pooled buffer and feeds it; a writer goroutine writes what
+//     the Conn framed, every frame that became ready meanwhile in the same system call; a
+//     timer runs the Conn's Tick at its Deadline (SETTINGS acknowledgement, stalls, idle
+//     timeout, PING on silence). One mutex per connection guards the Conn. Each stream runs
+//     this package's handler on a goroutine of its own, over an http.Request and an
+//     http.ResponseWriter built on the stream: the request body is the bytes h2mux handed
+//     over, their window given back as the handler's transport reads them; response bytes
+//     are framed within the client's windows and the connection's output room, the writer
+//     waiting for them (backpressure to the backend).
 //   - Bodies stream both ways, full duplex, each response write flushed; trailers pass both
 //     ways; a body of unknown length is cut at max_body_bytes (413); a compressed response is
 //     compressed as it flows (httpcore.Compressor). A client reset cancels the backend stream
@@ -54,19 +60,16 @@
 //     no backend, full queue, connect failure or reset; 4 DEADLINE_EXCEEDED for a timeout;
 //     12 UNIMPLEMENTED for no route; 7 PERMISSION_DENIED for access control; 8
 //     RESOURCE_EXHAUSTED for a rate or body limit.
-//   - What x/net decides before any of Ballast's code runs: a header list over the
-//     listener's max_header_bytes (431) and a request with a connection-specific field or TE
-//     other than trailers (400; RFC 9113 wants a stream error) are answered by x/net's own
-//     handlers and get no access-log line.
-//   - Abuse limits per connection (defaults in limits.go, documented in docs/operations.md):
-//     concurrent streams, header list size (the listener's max_header_bytes), flow-control
-//     windows, idle timeout, ping on silence; a client that resets more than
-//     MaxClientResetsPerSecond streams in a second is disconnected (CVE-2023-44487), and
-//     CONTINUATION floods end the connection (x/net/http2 caps a header block at the header
-//     list size, CVE-2023-45288 / CVE-2024-27316 class). max_conns_per_client is counted by
-//     the server's front, once per connection.
+//   - What h2mux decides before any of the handler runs (RFC 9113's rules, h2mux's doc): a
+//     malformed request is reset (PROTOCOL_ERROR), a header list over the listener's
+//     max_header_bytes answered 431; both get their access-log line (Core.LogRefused).
+//   - Abuse limits per connection (limits.go, h2mux/limits.go; docs/operations.md): concurrent
+//     streams, header list size, CONTINUATION floods, the reset budget (rapid reset,
+//     MadeYouReset), empty frames, queued control frames, output room, stalls, flow-control
+//     windows, idle timeout, PING on silence; counted in Proxy.Counters.
+//     max_conns_per_client is counted by the server's front, once per connection.
 //
 // Concurrency: all methods are safe for concurrent use. The request path loads the core's
-// immutable table through an atomic pointer and takes no lock; per-connection counters are
-// atomics.
+// immutable table through an atomic pointer and takes no lock shared between connections
+// (the connection's own mutex around its h2mux.Conn); counters are atomics.
 package h2proxy

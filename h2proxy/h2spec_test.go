@@ -4,6 +4,7 @@ import (
 	"ballast/internal/testcert"
 	"encoding/xml"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -14,19 +15,11 @@ import (
 	"testing"
 )
 
-// h2specDeviations are the h2spec cases Ballast's front end fails, each with the reason. The
+// h2specDeviations are the h2spec cases Ballast's front end fails, each with the reason (none:
+// Ballast's own HTTP/2 state machine, h2mux, meets every case). The
 // test fails on any other failure, and on a listed one that starts to pass (the list must stay
 // true). Keys are "package: case".
-var h2specDeviations = map[string]string{
-	// x/net/http2 answers a request with a connection-specific field or TE other than trailers
-	// with 400 from a handler of its own, before any of Ballast's runs, and ends the stream
-	// instead of resetting it (RFC 9113 §8.2.2 asks for a stream error; §8.1.1 lets a server
-	// answer a malformed request first). It is never forwarded. Meeting it on x/net would take
-	// a change to x/net or a frame filter that decodes every header block in step with x/net's
-	// HPACK state; Ballast's own HTTP/2 connection state machine (issue 21) must meet it.
-	"http2/8.1.2.2: Sends a HEADERS frame that contains the connection-specific header field":                     "400 instead of RST_STREAM (RFC 9113 §8.1.1 allows a response)",
-	`http2/8.1.2.2: Sends a HEADERS frame that contains the TE header field with any value other than "trailers"`: "400 instead of RST_STREAM (RFC 9113 §8.1.1 allows a response)",
-}
+var h2specDeviations = map[string]string{}
 
 // h2cDeviations apply to the h2c listener only (none: bytes that are neither the HTTP/2
 // preface nor an HTTP/1 request line close the connection, as h2spec 3.5 wants).
@@ -58,7 +51,12 @@ func TestH2Spec(t *testing.T) {
 		t.Skip("h2spec takes about 15 s per front end")
 	}
 	backend := h2cServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		// h2spec needs a response with a body (and reads request bodies on POST).
+		// The request body first: an answer before it ends would be relayed, and the client's
+		// stream reset with NO_ERROR (RFC 9113 §8.1), before h2spec sends what it wants a
+		// stream error for (8.1's second HEADERS without END_STREAM) when this machine is slow
+		// to read it; §5.1 then has the frames on the closed stream ignored.
+		_, _ = io.Copy(io.Discard, r.Body)
+		// h2spec needs a response with a body.
 		w.Write([]byte("hello from the backend, long enough for the flow-control cases\n"))
 	}))
 	cert, key := testcert.Write(t, t.TempDir(), "cert", 1, "localhost")

@@ -307,7 +307,6 @@ func (e *exchange) fail(o *httpcore.Outcome, b *upstream.Backend) {
 	cx.Fail(o)
 	d := &httpcore.Done{Pool: e.pool, Backend: b, BytesIn: e.body.n.Load()}
 	if o.Failure == httpcore.ClientGone {
-		e.cs.clientReset()
 		d.Status, d.Term = cx.Reply.Status, cx.Reply.Term
 		cx.Log(&e.req, d)
 		return
@@ -408,7 +407,6 @@ func (e *exchange) deliver(b *upstream.Backend, status int, cl int64, body io.Re
 	e.core.Log(&e.req, d)
 	if broken != nil {
 		if clientGone {
-			e.cs.clientReset()
 			return
 		}
 		if e.grpc {

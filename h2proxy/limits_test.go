@@ -112,6 +112,9 @@ func TestH2SettingsAnnounceLimits(t *testing.T) {
 		http2.SettingMaxFrameSize:         h2proxy.MaxReadFrameSize,
 		http2.SettingInitialWindowSize:    h2proxy.StreamWindow,
 	}
+	if _, ok := got[http2.SettingMaxFrameSize]; !ok {
+		got[http2.SettingMaxFrameSize] = 1 << 14 // not announced: the protocol's initial value
+	}
 	for id, v := range want {
 		if got[id] != v {
 			t.Errorf("%v = %d, want %d (all: %v)", id, got[id], v, got)
@@ -364,4 +367,66 @@ pools: [{name: p, protocol: h2c, backends: [{address: %s}]}]
 	case <-time.After(15 * time.Second):
 		t.Fatal("Shutdown did not return")
 	}
+}
+
+// The requests h2mux refuses before any of the engine's code runs get their access-log line
+// too: 431 for a head past max_header_bytes, 400 for a malformed one (a connection-specific
+// field, reset with PROTOCOL_ERROR), both marked refused (PR).
+func TestRefusedRequestsLogged(t *testing.T) {
+	logFile := filepath.Join(t.TempDir(), "access.log")
+	s := start(t, fmt.Sprintf(`
+listeners: [{name: in, address: "127.0.0.1:0", h2c: true, max_header_bytes: 4096}]
+logging: {access: true, access_file: %q}
+pools: [{name: p, protocol: h2c, backends: [{address: %s}]}]
+`, logFile, h2cServer(t, http.NotFoundHandler())))
+	r := dialRaw(t, s.Addr("in").String())
+	var big [][2]string
+	for i := range 6 {
+		big = append(big, [2]string{fmt.Sprintf("x-big-%d", i), strings.Repeat("a", 1000)})
+	}
+	_ = r.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: headerBlock("/too-large", big...), EndStream: true, EndHeaders: true})
+	_ = r.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 3, BlockFragment: headerBlock("/malformed", [2]string{"connection", "close"}), EndStream: true, EndHeaders: true})
+	var lines []string
+	deadline := time.Now().Add(10 * time.Second)
+	for len(lines) < 2 && time.Now().Before(deadline) {
+		data, _ := os.ReadFile(logFile)
+		if s := strings.TrimSpace(string(data)); s != "" {
+			lines = strings.Split(s, "\n")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	want := map[string]string{"/too-large": `"status":431`, "/malformed": `"status":400`}
+	for _, l := range lines {
+		for uri, status := range want {
+			if strings.Contains(l, `"uri":"`+uri+`"`) && strings.Contains(l, status) && strings.Contains(l, `"termination":"PR"`) && strings.Contains(l, `"proto":"HTTP/2.0"`) {
+				delete(want, uri)
+			}
+		}
+	}
+	if len(want) > 0 {
+		t.Errorf("no access-log line for %v; lines:\n%s", want, strings.Join(lines, "\n"))
+	}
+}
+
+// A client that floods PINGs and reads nothing (CVE-2019-9512): the acknowledgements queued
+// unwritten pass the control-frame limit, the connection ends, and the server stops taking
+// the flood (the client's writes fail) within a bounded number of bytes.
+func TestH2PingFloodWithoutReading(t *testing.T) {
+	addr := limitsServer(t, "", http.NotFoundHandler())
+	r := dialRaw(t, addr)
+	_ = r.c.(*net.TCPConn).SetReadBuffer(4 << 10) // the client's socket fills quickly
+	begin := time.Now()
+	var data [8]byte
+	sent := 0
+	var err error
+	for sent < 2_000_000 && time.Since(begin) < 15*time.Second {
+		if err = r.fr.WritePing(false, data); err != nil {
+			break
+		}
+		sent++
+	}
+	if err == nil {
+		t.Fatalf("the server took %d PINGs in %v from a client that reads nothing", sent, time.Since(begin))
+	}
+	t.Logf("the connection ended after %d PINGs, %v: %v", sent, time.Since(begin).Round(time.Millisecond), err)
 }

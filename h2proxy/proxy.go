@@ -1,25 +1,14 @@
-//lint:file-ignore SA1019 issue 11 builds the HTTP/2 plane on golang.org/x/net/http2, deprecated since v0.62 in favour of net/http's own HTTP/2 (http.Server.Protocols, HTTP2Config); moving is a follow-up.
-
 package h2proxy
 
 import (
-	"bufio"
 	"context"
-	cryptotls "crypto/tls"
-	"errors"
-	"io"
-	"log"
 	"log/slog"
 	"net"
-	"net/http"
 	"net/netip"
 	"sync"
-	"sync/atomic"
-	"time"
-
-	"golang.org/x/net/http2"
 
 	"ballast/config"
+	"ballast/h2mux"
 	"ballast/httpcore"
 )
 
@@ -27,21 +16,15 @@ import (
 // Swap installs configurations), hand it connections with ServeConn and stop it with
 // Shutdown.
 type Proxy struct {
-	core   *httpcore.Core
-	bridge httpcore.Bridge // the HTTP/1 engine's backend connections; nil: http.Transport only
-	logger *slog.Logger
+	core     *httpcore.Core
+	bridge   httpcore.Bridge // the HTTP/1 engine's backend connections; nil: http.Transport only
+	logger   *slog.Logger
+	counters h2mux.Counters // every client connection's abuse counters
 
-	mu      sync.Mutex // guards servers and closed; taken per connection, never per stream
-	servers map[string]*listenerServer
-	closed  bool
-	conns   sync.WaitGroup
-}
-
-// listenerServer is the HTTP/2 server of one listener: its limits are the listener's options
-// when it first served a connection, like the HTTP/1 plane's.
-type listenerServer struct {
-	hs  *http.Server // never serves; Shutdown uses it to send GOAWAY on every connection
-	h2s *http2.Server
+	mu     sync.Mutex // guards live and closed; taken per connection, never per stream
+	live   map[*h2conn]struct{}
+	closed bool
+	conns  sync.WaitGroup
 }
 
 // New builds the HTTP/2 engine over core: every backend of every pool the core's tables use
@@ -52,23 +35,18 @@ func New(core *httpcore.Core, bridge httpcore.Bridge, logger *slog.Logger) *Prox
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	p := &Proxy{core: core, bridge: bridge, logger: logger, servers: map[string]*listenerServer{}}
+	p := &Proxy{core: core, bridge: bridge, logger: logger, live: map[*h2conn]struct{}{}}
 	core.Attach(attachTransports)
 	return p
 }
 
-// server returns the listener's HTTP/2 server, building it on first use, and counts one
-// connection in p.conns (under the mutex, so that Shutdown's Wait never races an Add).
-func (p *Proxy) server(l *config.Listener) (*listenerServer, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.closed {
-		return nil, errors.New("h2proxy: shut down")
-	}
-	if s := p.servers[l.Name]; s != nil {
-		p.conns.Add(1)
-		return s, nil
-	}
+// Counters returns the client connections' HTTP/2 abuse counters (h2mux.Counters), summed
+// over every connection the engine served.
+func (p *Proxy) Counters() *h2mux.Counters { return &p.counters }
+
+// config is the h2mux configuration of a connection of listener l: the engine's limits
+// (limits.go) and the listener's header size and idle timeout.
+func (p *Proxy) config(l *config.Listener) h2mux.Config {
 	maxHdr := l.MaxHeaderBytes
 	if maxHdr <= 0 {
 		maxHdr = config.DefaultMaxHeaderBytes
@@ -77,33 +55,23 @@ func (p *Proxy) server(l *config.Listener) (*listenerServer, error) {
 	if idle <= 0 {
 		idle = config.DefaultIdleTimeout
 	}
-	hs := &http.Server{
-		MaxHeaderBytes: maxHdr, // the header list size limit (SETTINGS_MAX_HEADER_LIST_SIZE)
-		ErrorLog:       log.New(debugWriter{p.logger}, "", 0),
+	return h2mux.Config{
+		MaxConcurrentStreams: MaxConcurrentStreams,
+		StreamWindow:         StreamWindow,
+		ConnWindow:           ConnWindow,
+		MaxHeaderListSize:    maxHdr,
+		ResetBurst:           MaxClientResetsPerSecond,
+		IdleTimeout:          idle,
+		PingAfter:            PingAfter,
+		PingTimeout:          PingTimeout,
+		Counters:             &p.counters,
+		Buffers:              muxBuffers{},
 	}
-	h2s := &http2.Server{
-		MaxConcurrentStreams:         MaxConcurrentStreams,
-		MaxDecoderHeaderTableSize:    4096,
-		MaxEncoderHeaderTableSize:    4096,
-		MaxReadFrameSize:             MaxReadFrameSize, // the protocol's default: peers that ignore SETTINGS stay right
-		IdleTimeout:                  idle,
-		MaxUploadBufferPerConnection: ConnWindow,
-		MaxUploadBufferPerStream:     StreamWindow,
-		ReadIdleTimeout:              PingAfter,
-		PingTimeout:                  PingTimeout,
-	}
-	if err := http2.ConfigureServer(hs, h2s); err != nil {
-		return nil, err
-	}
-	s := &listenerServer{hs: hs, h2s: h2s}
-	p.servers[l.Name] = s
-	p.conns.Add(1)
-	return s, nil
 }
 
 // ServeConn serves one HTTP/2 connection (TLS after ALPN h2, or cleartext after the client's
-// preface, which must still be unread) as the named listener's, until it closes. tls tells
-// X-Forwarded-Proto.
+// preface, which must still be unread) as the named listener's, until it closes and its
+// streams are done. tls tells X-Forwarded-Proto.
 func (p *Proxy) ServeConn(listener string, c net.Conn, tls bool) {
 	var l *config.Listener
 	if t := p.core.Table(); t != nil {
@@ -115,36 +83,31 @@ func (p *Proxy) ServeConn(listener string, c net.Conn, tls bool) {
 		_ = c.Close()
 		return
 	}
-	srv, err := p.server(l)
-	if err != nil {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
 		_ = c.Close()
 		return
 	}
+	p.conns.Add(1) // under the mutex, so that Shutdown's Wait never races an Add
+	p.mu.Unlock()
 	defer p.conns.Done()
-	wc := &watchConn{Conn: c, r: c}
-	if _, ok := c.(*cryptotls.Conn); !ok {
-		// x/net/http2 reads each frame as two exact reads (header, payload): without a buffer
-		// that is two system calls per frame. crypto/tls buffers whole records already.
-		wc.r = bufio.NewReaderSize(c, clientReadBuffer)
-	}
-	wc.r = newSettingsFilter(wc.r) // repeated SETTINGS parameters, which x/net refuses (settings.go)
-	cs := &connState{proxy: p, listener: listener, conn: wc, tls: tls, client: httpcore.ClientAddr(c.RemoteAddr()), local: c.LocalAddr()}
+	cs := &connState{proxy: p, listener: listener, tls: tls, client: httpcore.ClientAddr(c.RemoteAddr()), local: c.LocalAddr()}
 	cs.clientStr = c.RemoteAddr().String()
-	var served net.Conn = newBatchConn(wc)
-	if tc, ok := c.(*cryptotls.Conn); ok {
-		served = tlsStateConn{served, tc} // x/net checks the TLS version and cipher of h2 (RFC 9113 §9.2)
-	}
-	srv.h2s.ServeConn(served, &http2.ServeConnOpts{BaseConfig: srv.hs, Handler: cs})
+	cs.serveMux(c, p.config(l))
 }
 
 // Shutdown sends GOAWAY on every connection and waits until their streams finish or ctx ends.
 func (p *Proxy) Shutdown(ctx context.Context) error {
 	p.mu.Lock()
 	p.closed = true
-	servers := p.servers
+	live := make([]*h2conn, 0, len(p.live))
+	for h := range p.live {
+		live = append(live, h)
+	}
 	p.mu.Unlock()
-	for _, s := range servers {
-		_ = s.hs.Shutdown(ctx) // serves no listener: returns at once, after starting GOAWAY
+	for _, h := range live {
+		h.shutdown()
 	}
 	done := make(chan struct{})
 	go func() { p.conns.Wait(); close(done) }()
@@ -160,66 +123,35 @@ func (p *Proxy) Shutdown(ctx context.Context) error {
 type connState struct {
 	proxy     *Proxy
 	listener  string
-	conn      *watchConn
 	tls       bool
 	client    netip.Addr
 	local     net.Addr
 	clientStr string
-
-	resetSec atomic.Int64 // the unix second resets counts
-	resets   atomic.Int64
-	killed   atomic.Bool
 }
 
-// clientReset notes one stream the client cancelled before its response was complete, and
-// closes the connection when there were more than MaxClientResetsPerSecond this second.
-func (cs *connState) clientReset() {
-	if cs.conn.gone.Load() {
-		return // the whole connection ended: its streams were not reset one by one
+// muxBuffers lends the Conns their input and output buffers, so that an idle connection
+// holds none.
+type muxBuffers struct{}
+
+var muxPool = sync.Pool{New: func() any { b := make([]byte, 0, 16<<10); return &b }}
+
+// holders keeps the pointers muxPool's buffers travel in while a Conn has the buffer, so that
+// handing buffers back and forth allocates nothing.
+var holders = sync.Pool{New: func() any { return new([]byte) }}
+
+func (muxBuffers) Get() []byte {
+	bp := muxPool.Get().(*[]byte)
+	b := *bp
+	*bp = nil
+	holders.Put(bp)
+	return b[:0]
+}
+
+func (muxBuffers) Put(b []byte) {
+	if cap(b) > 256<<10 {
+		return // a rare large batch: not kept
 	}
-	now := time.Now().Unix()
-	if s := cs.resetSec.Load(); s != now && cs.resetSec.CompareAndSwap(s, now) {
-		cs.resets.Store(0)
-	}
-	if cs.resets.Add(1) > MaxClientResetsPerSecond && cs.killed.CompareAndSwap(false, true) {
-		cs.proxy.logger.Warn("closing an HTTP/2 connection that resets streams too fast (rapid reset)", "listener", cs.listener, "client", cs.clientStr, "limit_per_second", MaxClientResetsPerSecond)
-		_ = cs.conn.Close()
-	}
-}
-
-// watchConn notes when reading from the client failed (it closed or vanished), so that the
-// streams cancelled by a connection's end are not counted as resets.
-type watchConn struct {
-	net.Conn
-	r    io.Reader // Conn, or a buffer in front of it
-	gone atomic.Bool
-}
-
-// clientReadBuffer is the read buffer of a cleartext client connection: room for the frames
-// of many requests, read with one system call.
-const clientReadBuffer = 4 << 10
-
-func (c *watchConn) Read(p []byte) (int, error) {
-	n, err := c.r.Read(p)
-	if err != nil {
-		c.gone.Store(true)
-	}
-	return n, err
-}
-
-// tlsStateConn is a wrapped TLS connection that still shows its TLS state to x/net/http2.
-type tlsStateConn struct {
-	net.Conn
-	tc *cryptotls.Conn
-}
-
-func (c tlsStateConn) ConnectionState() cryptotls.ConnectionState { return c.tc.ConnectionState() }
-
-// debugWriter sends the http2 server's log lines (single connections' protocol errors) to
-// the error log at debug level.
-type debugWriter struct{ l *slog.Logger }
-
-func (w debugWriter) Write(b []byte) (int, error) {
-	w.l.Debug(string(b), "component", "h2proxy")
-	return len(b), nil
+	bp := holders.Get().(*[]byte)
+	*bp = b[:0]
+	muxPool.Put(bp)
 }

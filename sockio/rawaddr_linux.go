@@ -39,14 +39,9 @@ func ConnectStart(ap netip.AddrPort) (fd int, done bool, err error) {
 	}
 	fd = int(r)
 	setNoDelay(fd)
-	sa, size := rawSockaddr(netip.AddrPortFrom(a, ap.Port()))
-	for {
-		_, _, e = syscall.RawSyscall(syscall.SYS_CONNECT, uintptr(fd), uintptr(sa), size)
-		if e != syscall.EINTR {
-			break
-		}
-	}
-	switch e {
+	var sa sockaddr // on the stack, as DialStart's
+	sa.set(netip.AddrPortFrom(a, ap.Port()))
+	switch e = sa.connect(fd); e {
 	case 0:
 		return fd, true, nil
 	case syscall.EINPROGRESS, syscall.EALREADY:

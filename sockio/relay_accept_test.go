@@ -4,8 +4,11 @@ package sockio
 
 import (
 	"io"
+	"maps"
 	"net"
 	"net/netip"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -79,5 +82,104 @@ func TestRelayListener(t *testing.T) {
 	case p := <-accepted:
 		t.Fatalf("accepted %v after Close", p)
 	case <-time.After(200 * time.Millisecond):
+	}
+}
+
+// TestRelayListenerSet: at light load one shard (the listener's home) accepts every
+// connection; a backlog that fills a batch adds shards to the listener's set, which then share
+// the accepts; a second without a full batch takes the set back to the home shard. Every
+// connection is accepted exactly once throughout.
+func TestRelayListenerSet(t *testing.T) {
+	r := newRelay(3)
+	ln, err := net.ListenTCP("tcp", &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	var mu sync.Mutex
+	by := map[RelayShard]int{} // accepts by shard
+	total := 0
+	var slow atomic.Bool // the burst: each accept takes a while, as in a busy shard
+	rl, err := r.Listen(ln, func(fd int, _ netip.AddrPort, shard RelayShard) {
+		if slow.Load() {
+			time.Sleep(2 * time.Millisecond)
+		}
+		Close(fd)
+		mu.Lock()
+		by[shard]++
+		total++
+		mu.Unlock()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rl.Close()
+	counts := func() (map[RelayShard]int, int) {
+		mu.Lock()
+		defer mu.Unlock()
+		return maps.Clone(by), total
+	}
+	waitTotal := func(n int) {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+			if _, got := counts(); got == n {
+				return
+			} else if got > n || time.Now().After(deadline) {
+				t.Fatalf("%d connections accepted, want %d", got, n)
+			}
+		}
+	}
+	dial := func() {
+		t.Helper()
+		c, err := net.DialTCP("tcp", nil, ln.Addr().(*net.TCPAddr))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Close()
+	}
+	sent := 0
+	oneByOne := func(n int) {
+		t.Helper()
+		for range n {
+			dial()
+			sent++
+			waitTotal(sent)
+		}
+	}
+
+	oneByOne(40)
+	if got, _ := counts(); len(got) != 1 || rl.Shards() != 1 {
+		t.Fatalf("light load: accepted by %v, listener in %d sets; want one shard", got, rl.Shards())
+	}
+	var home RelayShard
+	for sh := range by {
+		home = sh
+	}
+
+	slow.Store(true)
+	const burst = 400
+	for range burst { // into the backlog faster than 2 ms each are accepted
+		dial()
+	}
+	sent += burst
+	waitTotal(sent)
+	slow.Store(false)
+	got, _ := counts()
+	if len(got) < 2 || rl.Shards() < 2 {
+		t.Fatalf("burst: accepted by %v, listener in %d sets; want more than one shard", got, rl.Shards())
+	}
+
+	// Light load again: the home shard takes the set back a second after the last full batch.
+	for deadline := time.Now().Add(10 * time.Second); rl.Shards() > 1; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("listener still in %d sets", rl.Shards())
+		}
+		oneByOne(1)
+	}
+	before, _ := counts()
+	oneByOne(40)
+	after, _ := counts()
+	if n := after[home] - before[home]; n != 40 {
+		t.Fatalf("after the burst, the home shard accepted %d of 40 (%v → %v)", n, before, after)
 	}
 }

@@ -20,9 +20,12 @@ import (
 // Why: Pipe costs two goroutines per pair, each parking in the runtime's poller between
 // bursts (a wake-up, a deadline update and often a read that finds nothing, per burst), and
 // their stacks stay while the pair is idle. For short connections that scheduling was most of
-// the proxy's own CPU. A shard serves every ready socket of one epoll_wait in turn; the epoll
-// set is level-triggered, so a socket is read only when it holds bytes (or its end), and an
-// idle pair costs its two sockets and a map entry.
+// the proxy's own CPU. A shard serves every ready socket of one epoll_wait in turn, and an
+// idle pair costs its two sockets and a map entry. The pairs' sockets are edge-triggered: a
+// read shorter than the buffer took all the socket held (a TCP read copies its whole receive
+// queue), so the next bytes or the end bring a new event; an event that reports the end
+// (EPOLLRDHUP, EPOLLHUP, EPOLLERR) is read until the end itself. A socket whose end was passed
+// on thus stays in the set without being reported again, and costs no epoll_ctl to leave it.
 //
 // A shard reads at most bufSize bytes at a time and writes them on at once, and reads again
 // while reads fill the buffer, up to relayBurst reads (a response of a few tens of kilobytes
@@ -36,6 +39,7 @@ import (
 type Relay struct {
 	shards []*relayShard
 	next   atomic.Uint32 // round robin over shards
+	homes  atomic.Uint32 // round robin of the listeners' home shards (Listen)
 }
 
 type relayShard struct {
@@ -67,9 +71,12 @@ type relayFlow struct {
 
 // NewRelay starts a Relay with one shard per P. If the system refuses an epoll set, the Relay
 // runs every pair in Pipe's goroutines instead.
-func NewRelay() *Relay {
+func NewRelay() *Relay { return newRelay(runtime.GOMAXPROCS(0)) }
+
+// newRelay starts a Relay with n shards (tests choose n).
+func newRelay(n int) *Relay {
 	r := &Relay{}
-	for range runtime.GOMAXPROCS(0) {
+	for range n {
 		s, err := newRelayShard()
 		if err != nil {
 			break
@@ -143,11 +150,14 @@ func (r *Relay) Forward(f RelayFlow) {
 	}
 }
 
+// epollET is EPOLLET as the uint32 an EpollEvent holds (the syscall package's is negative).
+const epollET = 1 << 31
+
 // ctl adds side d of fl to the shard's set, or deletes it. The event's data is the flow's id
 // and the side.
 func (s *relayShard) ctl(op int, fl *relayFlow, d int) error {
 	key := fl.id<<1 | uint64(d)
-	ev := syscall.EpollEvent{Events: syscall.EPOLLIN | syscall.EPOLLRDHUP}
+	ev := syscall.EpollEvent{Events: syscall.EPOLLIN | syscall.EPOLLRDHUP | epollET}
 	ev.Fd, ev.Pad = int32(uint32(key)), int32(uint32(key>>32))
 	_, _, e := syscall.RawSyscall6(syscall.SYS_EPOLL_CTL, uintptr(s.epfd), uintptr(op), uintptr(fl.fd[d]), uintptr(unsafe.Pointer(&ev)), 0, 0)
 	if e != 0 {
@@ -160,6 +170,7 @@ func (s *relayShard) run() {
 	events := make([]syscall.EpollEvent, 128)
 	ready := make([]*relayFlow, 0, 128)
 	sides := make([]int, 0, 128)
+	masks := make([]uint32, 0, 128)
 	var accepts []*RelayListener
 	buf := make([]byte, bufSize)
 	n := 0
@@ -174,13 +185,14 @@ func (s *relayShard) run() {
 			s.sweep() // the sweep deadline passed
 			continue
 		}
-		ready, sides, accepts = ready[:0], sides[:0], accepts[:0]
+		ready, sides, masks, accepts = ready[:0], sides[:0], masks[:0], accepts[:0]
 		s.mu.Lock()
 		for _, ev := range events[:max(n, 0)] {
 			key := uint64(uint32(ev.Fd)) | uint64(uint32(ev.Pad))<<32
 			if fl := s.flows[key>>1]; fl != nil {
 				ready = append(ready, fl)
 				sides = append(sides, int(key&1))
+				masks = append(masks, ev.Events)
 			} else if l := s.listeners[key>>1]; l != nil {
 				accepts = append(accepts, l)
 			}
@@ -190,9 +202,10 @@ func (s *relayShard) run() {
 			l.accept(s.index)
 		}
 		clear(accepts)
+		now := time.Now().UnixNano() // the activity stamp of every pair served in this batch
 		for i, fl := range ready {
 			if !fl.over {
-				s.serve(fl, sides[i], buf)
+				s.serve(fl, sides[i], masks[i], buf, now)
 			}
 		}
 		clear(ready)
@@ -203,19 +216,24 @@ func (s *relayShard) run() {
 // (4 × bufSize = 64 KiB) before the pair counts as a bulk transfer.
 const relayBurst = 4
 
-// serve moves what side d of fl has to the other side.
-func (s *relayShard) serve(fl *relayFlow, d int, buf []byte) {
+// serve moves what side d of fl has to the other side; ev is the side's event.
+func (s *relayShard) serve(fl *relayFlow, d int, ev uint32, buf []byte, now int64) {
+	if fl.ended[d] {
+		return // its end was passed on (a reset after it shows in the other direction's writes)
+	}
+	toEnd := ev&(syscall.EPOLLRDHUP|syscall.EPOLLHUP|syscall.EPOLLERR) != 0
 	for range relayBurst {
-		if !s.serveOnce(fl, d, buf) {
+		if !s.serveOnce(fl, d, buf, toEnd, now) {
 			return
 		}
 	}
 	s.handOver(fl, d, nil) // still more: a bulk transfer
 }
 
-// serveOnce moves up to one buffer from side d of fl to the other side; true when the read
-// filled the buffer and the other side took it all, i.e. there may be more.
-func (s *relayShard) serveOnce(fl *relayFlow, d int, buf []byte) bool {
+// serveOnce moves up to one buffer from side d of fl to the other side; true when the other
+// side took it all and there may be more: the read filled the buffer, or toEnd says the end
+// follows the bytes read.
+func (s *relayShard) serveOnce(fl *relayFlow, d int, buf []byte, toEnd bool, now int64) bool {
 	src, dst := fl.fd[d], fl.fd[1-d]
 	var r uintptr
 	var e syscall.Errno
@@ -244,7 +262,6 @@ func (s *relayShard) serveOnce(fl *relayFlow, d int, buf []byte) bool {
 			return false
 		}
 		_, _, _ = syscall.RawSyscall(syscall.SYS_SHUTDOWN, uintptr(dst), syscall.SHUT_WR, 0)
-		_ = s.ctl(syscall.EPOLL_CTL_DEL, fl, d) // level-triggered: its end would be reported again
 		return false
 	}
 	got := int(r)
@@ -260,7 +277,7 @@ func (s *relayShard) serveOnce(fl *relayFlow, d int, buf []byte) bool {
 		w += int(r)
 	}
 	if w > 0 {
-		fl.last = time.Now().UnixNano()
+		fl.last = now
 		fl.res.Moved[d] += uint64(w)
 		if c := fl.counter(d); c != nil {
 			c.Add(uint64(w))
@@ -273,7 +290,7 @@ func (s *relayShard) serveOnce(fl *relayFlow, d int, buf []byte) bool {
 	case w < got:
 		s.handOver(fl, d, buf[w:got])
 	default:
-		return got == len(buf)
+		return got == len(buf) || toEnd
 	}
 	return false
 }
@@ -332,9 +349,7 @@ func (s *relayShard) handOver(fl *relayFlow, d int, pending []byte) {
 	s.handedOver.Add(1)
 	s.forget(fl)
 	for side := range 2 {
-		if !fl.ended[side] {
-			_ = s.ctl(syscall.EPOLL_CTL_DEL, fl, side)
-		}
+		_ = s.ctl(syscall.EPOLL_CTL_DEL, fl, side)
 	}
 	go fl.pipeAll(nil, d, append([]byte(nil), pending...))
 }

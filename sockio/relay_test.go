@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"testing"
 	"time"
+	"unsafe"
 )
 
 // testRelay is shared like the L4 proxy's: a Relay's shards live as long as the process.
@@ -362,4 +363,59 @@ func pattern(n int) []byte {
 		b[i] = byte(i*7 + i>>11)
 	}
 	return b
+}
+
+// TestRelayBytesThenEnd: bytes and the end that follows them arrive before the relay reads
+// (one event reports both): the bytes are passed on, and so is the end, in both directions, on
+// many pairs at once. With edge-triggered sockets an end that came with bytes is reported
+// once, so a relay that stopped at the short read would never pass it on.
+func TestRelayBytesThenEnd(t *testing.T) {
+	const pairs = 64
+	xs := make([]*relayed, pairs)
+	for i := range xs {
+		xs[i] = relayWith(t, time.Minute, func(x *relayed) {
+			io.WriteString(x.client, "request")
+			x.client.CloseWrite()
+			io.WriteString(x.backend, "early bytes")
+			x.backend.CloseWrite()
+			// Both ends are in the relay's sockets' receive queues before Forward.
+			waitQueued(t, x.a, len("request"))
+			waitQueued(t, x.b, len("early bytes"))
+		})
+	}
+	for _, x := range xs {
+		if got := readN(t, x.backend, len("request")); got != "request" {
+			t.Fatalf("backend got %q", got)
+		}
+		readEOF(t, x.backend)
+		if got := readN(t, x.client, len("early bytes")); got != "early bytes" {
+			t.Fatalf("client got %q", got)
+		}
+		readEOF(t, x.client)
+		x.wait(t)
+		if x.ab.Load() != uint64(len("request")) || x.ba.Load() != uint64(len("early bytes")) {
+			t.Fatalf("counted %d and %d bytes", x.ab.Load(), x.ba.Load())
+		}
+	}
+}
+
+// waitQueued waits until fd's receive queue holds n bytes (FIONREAD) and the peer's end
+// (poll reports POLLRDHUP).
+func waitQueued(t *testing.T, fd, n int) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+		var q int32
+		_, _, e := syscall.Syscall(syscall.SYS_IOCTL, uintptr(fd), syscall.TIOCINQ, uintptr(unsafe.Pointer(&q)))
+		pfd := struct {
+			fd             int32
+			events, revent int16
+		}{fd: int32(fd), events: 0x2000} // POLLRDHUP
+		_, _, pe := syscall.Syscall(syscall.SYS_POLL, uintptr(unsafe.Pointer(&pfd)), 1, 0)
+		if e == 0 && pe == 0 && int(q) == n && pfd.revent&0x2000 != 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("fd %d: %d bytes queued (want %d), revents %#x", fd, q, n, pfd.revent)
+		}
+	}
 }

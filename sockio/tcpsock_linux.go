@@ -142,9 +142,9 @@ func Dial(ap netip.AddrPort, timeout time.Duration) (int, error) {
 
 // Connecting is a connect in progress that DialStart could not finish without waiting.
 type Connecting struct {
-	fd      int
-	ap      netip.AddrPort
-	connect func() syscall.Errno
+	fd int
+	ap netip.AddrPort
+	sa sockaddr
 }
 
 // DialStart is Dial without the wait: it returns the connected descriptor, or a Connecting
@@ -166,26 +166,19 @@ func DialStart(ap netip.AddrPort) (int, *Connecting, error) {
 	}
 	fd := int(r)
 	setNoDelay(fd)
-	sa, size := rawSockaddr(netip.AddrPortFrom(a, ap.Port()))
-	connect := func() syscall.Errno {
-		for {
-			_, _, e := syscall.RawSyscall(syscall.SYS_CONNECT, uintptr(fd), uintptr(sa), size)
-			if e != syscall.EINTR {
-				return e
-			}
-		}
-	}
-	e = connect()
+	var sa sockaddr // on the stack: a connect that completes at once allocates nothing
+	sa.set(netip.AddrPortFrom(a, ap.Port()))
+	e = sa.connect(fd)
 	if e == syscall.EINPROGRESS {
 		// A second connect reports the outcome: established (EISCONN), refused, or still
 		// in progress (EALREADY).
-		e = connect()
+		e = sa.connect(fd)
 		if e == syscall.EISCONN {
 			e = 0
 		}
 	}
 	if e == syscall.EALREADY || e == syscall.EINPROGRESS {
-		return -1, &Connecting{fd: fd, ap: ap, connect: connect}, nil
+		return -1, &Connecting{fd: fd, ap: ap, sa: sa}, nil
 	}
 	if e != 0 {
 		Close(fd)
@@ -197,7 +190,7 @@ func DialStart(ap netip.AddrPort) (int, *Connecting, error) {
 // Wait waits within timeout (0: the kernel's limit) for the connect to end and returns the
 // connected descriptor, or an error (the socket is then closed).
 func (c *Connecting) Wait(timeout time.Duration) (int, error) {
-	if e := waitConnect(c.fd, timeout, c.connect); e != 0 {
+	if e := waitConnect(c.fd, timeout, func() syscall.Errno { return c.sa.connect(c.fd) }); e != 0 {
 		Close(c.fd)
 		return -1, dialError(c.ap, e)
 	}
@@ -377,17 +370,35 @@ func sockaddrAddrPort(sa *syscall.RawSockaddrAny) netip.AddrPort {
 	return netip.AddrPort{}
 }
 
-// rawSockaddr returns ap as a socket address for connect(2); the storage is heap-allocated
-// so that the pointer stays valid as a uintptr.
-func rawSockaddr(ap netip.AddrPort) (unsafe.Pointer, uintptr) {
+// sockaddr is a socket address for connect(2), held by value: an IPv6 one, or an IPv4 one at
+// the start of the same storage.
+type sockaddr struct {
+	raw  syscall.RawSockaddrInet6
+	size uintptr
+}
+
+// set stores ap (an IPv4 address unmapped by the caller, or an IPv6 one).
+func (sa *sockaddr) set(ap netip.AddrPort) {
 	if a := ap.Addr(); a.Is4() {
-		sa := &syscall.RawSockaddrInet4{Family: syscall.AF_INET, Addr: a.As4()}
-		putPort(&sa.Port, ap.Port())
-		return unsafe.Pointer(sa), unsafe.Sizeof(*sa)
+		v4 := (*syscall.RawSockaddrInet4)(unsafe.Pointer(&sa.raw))
+		*v4 = syscall.RawSockaddrInet4{Family: syscall.AF_INET, Addr: a.As4()}
+		putPort(&v4.Port, ap.Port())
+		sa.size = unsafe.Sizeof(*v4)
+		return
 	}
-	sa := &syscall.RawSockaddrInet6{Family: syscall.AF_INET6, Addr: ap.Addr().As16()}
-	putPort(&sa.Port, ap.Port())
-	return unsafe.Pointer(sa), unsafe.Sizeof(*sa)
+	sa.raw = syscall.RawSockaddrInet6{Family: syscall.AF_INET6, Addr: ap.Addr().As16()}
+	putPort(&sa.raw.Port, ap.Port())
+	sa.size = unsafe.Sizeof(sa.raw)
+}
+
+// connect calls connect(2) on fd with the address, again after EINTR.
+func (sa *sockaddr) connect(fd int) syscall.Errno {
+	for {
+		_, _, e := syscall.RawSyscall(syscall.SYS_CONNECT, uintptr(fd), uintptr(unsafe.Pointer(&sa.raw)), sa.size)
+		if e != syscall.EINTR {
+			return e
+		}
+	}
 }
 
 // portOf reads a port stored in network byte order.

@@ -33,14 +33,9 @@ func DialUDP(ap netip.AddrPort) (int, error) {
 		return -1, os.NewSyscallError("socket", e)
 	}
 	fd := int(r)
-	sa, size := rawSockaddr(netip.AddrPortFrom(a, ap.Port()))
-	for {
-		_, _, e = syscall.RawSyscall(syscall.SYS_CONNECT, uintptr(fd), uintptr(sa), size)
-		if e != syscall.EINTR {
-			break
-		}
-	}
-	if e != 0 {
+	var sa sockaddr
+	sa.set(netip.AddrPortFrom(a, ap.Port()))
+	if e = sa.connect(fd); e != 0 {
 		Close(fd)
 		return -1, &net.OpError{Op: "dial", Net: "udp", Addr: net.UDPAddrFromAddrPort(ap), Err: os.NewSyscallError("connect", e)}
 	}

@@ -330,6 +330,7 @@ admin: {address: "127.0.0.1:0"}
 			set = []int{(i + 2) % n, (i + 3) % n}
 		}
 		if i == 5 { // slow requests in flight when their backends leave
+			leaving, next := prev, set // the loop assigns prev while these requests run
 			for range 6 {
 				slowWG.Go(func() {
 					name, err := httpOnce(h1, web+"/slow", 1)()
@@ -338,8 +339,8 @@ admin: {address: "127.0.0.1:0"}
 						return
 					}
 					slowOK.Add(1)
-					for _, k := range prev {
-						if name == fmt.Sprintf("h%d", k) && !slices.Contains(set, k) {
+					for _, k := range leaving {
+						if name == fmt.Sprintf("h%d", k) && !slices.Contains(next, k) {
 							slowOnLeaving.Add(1)
 						}
 					}
