@@ -57,9 +57,10 @@ routes:
 	if code, body := get(t, web+"/"); code != 200 || body != "b" {
 		t.Fatalf("after the reload: %d %q", code, body)
 	}
-	if r := hp.Responses(s.pools["p"].Backends()[0]); r[2] == 0 {
-		t.Fatalf("responses by class %v: the engine's are not counted", r)
-	}
+	// The count follows the response's last byte to the client: wait for it, bounded.
+	waitUntil(t, "the engine's response counted in the core's status classes", func() bool {
+		return hp.Responses(s.pool("p").Backends()[0])[2] > 0
+	})
 	hp.mu.Lock()
 	cfg := *hp.cfg
 	hp.mu.Unlock()
