@@ -1,7 +1,6 @@
 package accesslog
 
 import (
-	"errors"
 	"fmt"
 	"net/netip"
 	"os"
@@ -125,23 +124,8 @@ var lineBufs = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b 
 // Write formats e and writes it as one line.
 func (l *Log) Write(e *Entry) {
 	bp := lineBufs.Get().(*[]byte)
-	now := time.Now()
-	var b []byte
-	if l.format == config.AccessCombined {
-		b = e.appendCombined((*bp)[:0], now)
-	} else {
-		b = e.appendJSON((*bp)[:0], now)
-	}
-	for range 2 {
-		f := l.out.Load()
-		if f == nil {
-			break
-		}
-		if _, err := f.Write(b); !errors.Is(err, os.ErrClosed) {
-			break // written, or an error a retry would not cure
-		}
-		// Reopen closed the file under us: write to the new one.
-	}
+	b := l.AppendLine((*bp)[:0], e, time.Now())
+	l.WriteLines(b)
 	if cap(b) <= 64<<10 {
 		*bp = b
 		lineBufs.Put(bp)

@@ -26,15 +26,23 @@ type Done struct {
 // Log writes the request's access-log line when the table logs requests: every request gets
 // one, whoever answered it.
 func (x *Exchange) Log(req Request, d *Done) {
-	if x.t == nil || !x.t.access {
-		return
-	}
-	al := x.t.core.access.Load()
-	if al == nil {
-		return
-	}
 	var e accesslog.Entry
-	x.fill(&e, req)
+	if !x.Fill(&e, req, d) {
+		return
+	}
+	if al := x.t.core.access.Load(); al != nil {
+		al.Write(&e)
+	}
+}
+
+// Fill sets e to the request's access-log line, for an engine that writes lines off its own
+// goroutine (Core.AccessLog, accesslog.Log.AppendLine); false when the table does not log.
+// e's byte slices point into the request and the Exchange.
+func (x *Exchange) Fill(e *accesslog.Entry, req Request, d *Done) bool {
+	if x.t == nil || !x.t.access {
+		return false
+	}
+	x.fill(e, req)
 	e.Status, e.BytesIn, e.BytesOut, e.Upstream = d.Status, d.BytesIn, d.BytesOut, d.Upstream
 	if d.Term != "" {
 		e.Termination = d.Term
@@ -45,7 +53,15 @@ func (x *Exchange) Log(req Request, d *Done) {
 	if d.Backend != nil {
 		e.Backend = d.Backend.ID
 	}
-	al.Write(&e)
+	return true
+}
+
+// AccessLog is the access log requests are logged to, nil when it is off.
+func (c *Core) AccessLog() *accesslog.Log {
+	if t := c.table.Load(); t == nil || !t.access {
+		return nil
+	}
+	return c.access.Load()
 }
 
 // Entry returns the request's access-log entry as far as the request says it, for an engine
@@ -97,16 +113,17 @@ func (c *Core) WriteEntry(e *accesslog.Entry) {
 // LogRefused writes the access-log line of a request an engine refused before it could be
 // made into a Request (a head that did not parse: 400, 431, 408), with what is known of it.
 func (c *Core) LogRefused(listener string, peer netip.Addr, method, uri, proto []byte, status int, term string) {
-	t := c.table.Load()
-	if t == nil || !t.access {
-		return
+	if al := c.AccessLog(); al != nil {
+		var e accesslog.Entry
+		FillRefused(&e, listener, peer, method, uri, proto, status, term)
+		al.Write(&e)
 	}
-	al := c.access.Load()
-	if al == nil {
-		return
-	}
-	al.Write(&accesslog.Entry{
+}
+
+// FillRefused sets e to the line LogRefused writes, for an engine that writes it itself.
+func FillRefused(e *accesslog.Entry, listener string, peer netip.Addr, method, uri, proto []byte, status int, term string) {
+	*e = accesslog.Entry{
 		Listener: listener, Client: peer, Method: method, URI: uri, Proto: proto,
 		Status: status, Termination: term,
-	})
+	}
 }

@@ -156,6 +156,18 @@ func (p *Pool) Acquire(req Request, key uint64, tried balance.Tried) (*upstream.
 	return p.Upstream.Acquire(key, tried)
 }
 
+// AcquireAsync is Acquire for an engine that must not block: when the pool's backlog queue
+// makes the request wait, it returns queued true and g hears the grant on t
+// (upstream.Pool.AcquireAsync).
+func (p *Pool) AcquireAsync(req Request, key uint64, tried balance.Tried, t *upstream.Ticket, g upstream.Granted) (b *upstream.Backend, queued bool, err error) {
+	if p.sticky != nil && tried.Len() == 0 {
+		if b := p.sticky.pinned(req, p.Upstream); b != nil {
+			return b, false, nil
+		}
+	}
+	return p.Upstream.AcquireAsync(key, tried, t, g)
+}
+
 // Release ends an attempt's hold on b: its response status class is counted (0: no
 // response) and the slot goes back to the pool with the latency and whether it counts as a
 // failure for outlier detection.

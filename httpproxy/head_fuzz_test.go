@@ -1,11 +1,13 @@
 package httpproxy
 
 import (
-	"ballast/upstream"
 	"bytes"
 	"regexp"
 	"strings"
 	"testing"
+
+	"ballast/internal/h1conformance"
+	"ballast/upstream"
 )
 
 // FuzzRequestHead writes arbitrary bytes to a real listener and checks the invariant of the
@@ -15,8 +17,8 @@ import (
 // nothing after it is forwarded. Bytes the backend cannot frame are allowed only as the cut
 // forwarding of a client request that was itself incomplete or broken in its body.
 func FuzzRequestHead(f *testing.F) {
-	for _, row := range conformanceRows {
-		f.Add([]byte(row.req))
+	for _, row := range h1conformance.Rows {
+		f.Add([]byte(row.Req))
 	}
 	f.Add([]byte("POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n4\r\nabcd\r\nzz\r\n"))
 	f.Add([]byte("GET / HTTP/1.1\r\nHost: a\r\nExpect: 100-continue\r\nContent-Length: 1\r\n\r\nx"))

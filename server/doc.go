@@ -11,9 +11,9 @@
 // listener, one UDP proxy per udp listener) the others. The server binds each listener's socket
 // (a stream listener, or a *net.UDPConn for udp: Socket), gives each plane every configuration
 // (Swap, first before any Serve, then on each reload) and each of its sockets by listener name
-// (Serve); a plane never matches sockets to listeners by address. The HTTP plane reads the
-// PROXY header of accept_proxy listeners (proxyproto.Listener) before either engine sees a
-// connection, so the header's client is the peer address.
+// (Serve); a plane never matches sockets to listeners by address. The PROXY header of
+// accept_proxy listeners is read before a request (by the event-loop engine on its shard, or
+// by a proxyproto.Listener in front of fasthttp), so the header's client is the peer address.
 // Planes keep their per-backend state in their own upstream attachment slot and count what
 // they count themselves (admin.Counters), so they never overwrite one another.
 //

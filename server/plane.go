@@ -9,6 +9,7 @@ import (
 
 	"ballast/admin"
 	"ballast/config"
+	"ballast/h1"
 	"ballast/h2proxy"
 	"ballast/httpcore"
 	"ballast/httpproxy"
@@ -33,8 +34,9 @@ type Plane interface {
 }
 
 // httpPlane is the HTTP side as a Plane: the HTTP core (routes, policy, the access log, the
-// counters) and the HTTP/1 engine that serves its listeners' sockets; the HTTP/2 engine gets
-// its connections from the fronts. It also gives the admin plane its counters
+// counters) and the HTTP/1 engines that serve its listeners' sockets (the event-loop engine
+// for plain listeners, fasthttp for the others: h1plane.go); the HTTP/2 engine gets its
+// connections from the fronts. It also gives the admin plane its counters
 // (admin.Counters, and admin.ListenerCounters for the PROXY headers it refuses).
 type httpPlane struct {
 	logger   *slog.Logger
@@ -52,6 +54,7 @@ type httpPlane struct {
 
 	h2     *h2proxy.Proxy // gets the HTTP/2 connections of TLS and h2c listeners
 	fronts fronts         // TLS certificates and the fronts of TLS and h2c listeners
+	engine *h1.Engine     // the event-loop HTTP/1 engine: plain listeners (h1plane.go); nil off Linux
 }
 
 // newHTTPPlane builds the HTTP core and both engines over it; neither engine knows the other
@@ -59,7 +62,7 @@ type httpPlane struct {
 func newHTTPPlane(logger *slog.Logger) *httpPlane {
 	core := httpcore.New(logger)
 	h1 := httpproxy.New(core, logger)
-	return &httpPlane{logger: logger, core: core, proxy: h1, h2: h2proxy.New(core, h1, logger), down: make(chan struct{})}
+	return &httpPlane{logger: logger, core: core, proxy: h1, h2: h2proxy.New(core, h1, logger), engine: newEngine(core, logger), down: make(chan struct{})}
 }
 
 func (p *httpPlane) Name() string { return "http" }
@@ -93,6 +96,9 @@ func (p *httpPlane) Swap(cfg *config.Config, pools map[string]*upstream.Pool) er
 	commitTLS()
 	p.mu.Lock()
 	p.cfg, p.trust = hc, trust
+	if p.engine != nil {
+		p.engine.SetProxyTrust(trust)
+	}
 	for _, pls := range p.pp { // a reload's trusted_proxies apply to open listeners at once
 		for _, pl := range pls {
 			pl.SetTrust(trust)
@@ -128,14 +134,19 @@ func httpPart(cfg *config.Config) *config.Config {
 }
 
 // Serve serves an http listener; with accept_proxy its connections first give a PROXY header
-// (within read_header_timeout), whose client address fasthttp then sees as the peer's, so that
-// X-Forwarded-For, source-IP hashing and the access log name the original client.
+// (within read_header_timeout), whose client address the engine then sees as the peer's, so
+// that X-Forwarded-For, source-IP hashing and the access log name the original client: the
+// event-loop engine reads it itself, fasthttp through a proxyproto.Listener.
 func (p *httpPlane) Serve(listener string, sock Socket) error {
 	if p.core.Table() == nil {
 		return errors.New("http plane: Serve before Swap")
 	}
 	ln := sock.Stream
 	p.mu.Lock()
+	if p.engine != nil && engineServes(p.cfg, listener) { // it reads PROXY headers itself
+		p.mu.Unlock()
+		return p.engine.Serve(listener, ln)
+	}
 	for _, l := range p.cfg.Listeners {
 		if l.Name == listener && l.AcceptProxy {
 			if p.pp == nil {
@@ -153,7 +164,8 @@ func (p *httpPlane) Serve(listener string, sock Socket) error {
 	return p.proxy.Serve(listener, ln)
 }
 
-// ListenerStats reports the PROXY headers each accept_proxy listener refused.
+// ListenerStats reports the PROXY headers each accept_proxy listener refused, over both
+// HTTP/1 engines.
 func (p *httpPlane) ListenerStats() []admin.ListenerStats {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -162,11 +174,18 @@ func (p *httpPlane) ListenerStats() []admin.ListenerStats {
 		return out
 	}
 	for _, l := range p.cfg.Listeners {
-		if pls := p.pp[l.Name]; len(pls) > 0 {
-			st := admin.ListenerStats{Listener: l.Name, Protocol: config.ProtocolHTTP}
-			for _, pl := range pls {
-				st.ProxyRefused += pl.Refused()
-			}
+		st := admin.ListenerStats{Listener: l.Name, Protocol: config.ProtocolHTTP}
+		pls := p.pp[l.Name]
+		for _, pl := range pls {
+			st.ProxyRefused += pl.Refused()
+		}
+		served := len(pls) > 0
+		if p.engine != nil {
+			n, ok := p.engine.ProxyRefused(l.Name)
+			st.ProxyRefused += n
+			served = served || ok
+		}
+		if served {
 			out = append(out, st)
 		}
 	}
@@ -179,7 +198,9 @@ func (p *httpPlane) ReopenLogs() error { return p.core.ReopenAccessLog() }
 // Shutdown stops the HTTP/1 engine; the HTTP/2 plane closes the core once both have stopped.
 func (p *httpPlane) Shutdown(ctx context.Context) error {
 	defer p.downOnce.Do(func() { close(p.down) })
-	return p.proxy.Shutdown(ctx)
+	engineDone := make(chan error, 1)
+	go func() { engineDone <- p.shutdownEngine(ctx) }()
+	return errors.Join(p.proxy.Shutdown(ctx), <-engineDone)
 }
 
 // Responses are b's responses by status class, over both HTTP versions.

@@ -16,6 +16,7 @@ type waiter struct {
 	key        uint64
 	tried      balance.Tried
 	ch         chan grant // 1-buffered; receives exactly one grant, sent under qmu
+	async      *Ticket    // instead of ch: a request waiting without a goroutine (asyncqueue.go)
 	prev, next *waiter
 	queued     bool // under qmu
 }
@@ -178,7 +179,11 @@ func (p *Pool) dispatchLocked() {
 			continue
 		}
 		p.unlinkLocked(w)
-		w.ch <- grant{b, err}
+		if w.async != nil {
+			w.async.deliver(b, err)
+		} else {
+			w.ch <- grant{b, err}
+		}
 		w = next
 	}
 }

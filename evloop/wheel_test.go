@@ -1,0 +1,212 @@
+package evloop
+
+import (
+	"math/rand/v2"
+	"testing"
+)
+
+type recorder struct {
+	fired []int64
+	id    int
+	log   *[]int
+	then  func(now int64)
+}
+
+func (r *recorder) Expire(now int64) {
+	r.fired = append(r.fired, now)
+	if r.log != nil {
+		*r.log = append(*r.log, r.id)
+	}
+	if r.then != nil {
+		r.then(now)
+	}
+}
+
+const tick = int64(1) << TickShift
+
+func TestWheelFiresOnceAtOrAfterDeadline(t *testing.T) {
+	var w wheel
+	w.init(0)
+	var r recorder
+	var tm Timer
+	tm.Init(&r)
+	w.arm(&tm, 10*tick+5)
+	for now := int64(0); now < 20*tick; now += tick / 3 {
+		w.advance(now)
+		if len(r.fired) > 0 && r.fired[0] < 10*tick+5 {
+			t.Fatalf("fired at %d, before its deadline %d", r.fired[0], 10*tick+5)
+		}
+	}
+	if len(r.fired) != 1 {
+		t.Fatalf("fired %d times, want once", len(r.fired))
+	}
+	if late := r.fired[0] - (10*tick + 5); late > tick {
+		t.Fatalf("fired %d ns late, more than a tick", late)
+	}
+	if tm.Armed() || w.n != 0 {
+		t.Fatalf("timer still armed after firing (n=%d)", w.n)
+	}
+}
+
+func TestWheelLazyMoveLaterAndEarlier(t *testing.T) {
+	var w wheel
+	w.init(0)
+	var r recorder
+	var tm Timer
+	tm.Init(&r)
+	w.arm(&tm, 5*tick)
+	w.arm(&tm, 50*tick) // later: stays in slot 5, moves on when slot 5 runs
+	w.advance(6 * tick)
+	if len(r.fired) != 0 {
+		t.Fatal("fired at its old deadline after being moved later")
+	}
+	w.arm(&tm, 20*tick) // earlier than 50: relinked
+	w.advance(19 * tick)
+	if len(r.fired) != 0 {
+		t.Fatal("fired early")
+	}
+	w.advance(21 * tick)
+	if len(r.fired) != 1 {
+		t.Fatalf("fired %d times by tick 21, want 1", len(r.fired))
+	}
+	w.advance(60 * tick)
+	if len(r.fired) != 1 {
+		t.Fatal("fired again at the abandoned deadline")
+	}
+}
+
+func TestWheelStopAndFarDeadlines(t *testing.T) {
+	var w wheel
+	w.init(0)
+	var a, b recorder
+	var ta, tb Timer
+	ta.Init(&a)
+	tb.Init(&b)
+	far := int64(3*wheelSize+7) * tick // three turns away, same slot as tick 7
+	w.arm(&ta, far)
+	w.arm(&tb, 7*tick)
+	w.stop(&tb)
+	w.stop(&tb) // twice: no effect
+	for now := int64(0); now <= far+tick; now += 97 * tick {
+		w.advance(now)
+		if len(a.fired) > 0 && a.fired[0] < far {
+			t.Fatalf("far timer fired at %d, before %d", a.fired[0], far)
+		}
+	}
+	w.advance(far + tick)
+	if len(a.fired) != 1 || len(b.fired) != 0 {
+		t.Fatalf("fired: far %d (want 1), stopped %d (want 0)", len(a.fired), len(b.fired))
+	}
+}
+
+// Expire may stop and arm timers of the same slot while the slot is being fired.
+func TestWheelExpireChangesSiblings(t *testing.T) {
+	var w wheel
+	w.init(0)
+	var order []int
+	rs := make([]recorder, 4)
+	ts := make([]Timer, 4)
+	for i := range ts {
+		rs[i].id, rs[i].log = i, &order
+		ts[i].Init(&rs[i])
+		w.arm(&ts[i], 3*tick)
+	}
+	// Whichever fires first stops the others but re-arms 2 for later.
+	first := true
+	for i := range rs {
+		rs[i].then = func(int64) {
+			if !first {
+				return
+			}
+			first = false
+			for j := range ts {
+				w.stop(&ts[j])
+			}
+			w.arm(&ts[2], 9*tick)
+		}
+	}
+	w.advance(4 * tick)
+	if len(order) != 1 {
+		t.Fatalf("fired %v at tick 4, want exactly one", order)
+	}
+	w.advance(10 * tick)
+	if len(order) != 2 || order[1] != 2 {
+		t.Fatalf("fired %v, want the re-armed timer 2 second", order)
+	}
+	if w.n != 0 {
+		t.Fatalf("%d timers left armed", w.n)
+	}
+}
+
+func TestWheelNext(t *testing.T) {
+	var w wheel
+	w.init(100 * tick)
+	if _, ok := w.next(); ok {
+		t.Fatal("next reported a slot with no timer armed")
+	}
+	var r recorder
+	var tm Timer
+	tm.Init(&r)
+	for _, d := range []int64{1, 63, 64, 65, 1000, wheelSize - 1, wheelSize + 5} {
+		w.arm(&tm, (100+d)*tick)
+		got, ok := w.next()
+		want := 100 + d
+		if d > wheelSize { // a later turn sits in the slot of this turn
+			want = 100 + d - wheelSize
+		}
+		if !ok || got != want {
+			t.Fatalf("deadline +%d ticks: next = %d, %v; want %d", d, got, ok, want)
+		}
+		w.stop(&tm)
+	}
+}
+
+// A random model check: every armed timer fires exactly once, never before its deadline and
+// at most a tick after (advance being called every few ticks).
+func TestWheelModel(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	var w wheel
+	w.init(0)
+	const n = 500
+	rs := make([]recorder, n)
+	ts := make([]Timer, n)
+	want := make([]int64, n) // 0: not armed
+	for i := range ts {
+		ts[i].Init(&rs[i])
+	}
+	now := int64(0)
+	for step := 0; step < 20000; step++ {
+		i := rng.IntN(n)
+		switch rng.IntN(4) {
+		case 0, 1:
+			at := now + rng.Int64N(int64(2*wheelSize)*tick)
+			w.arm(&ts[i], at)
+			want[i] = at
+		case 2:
+			w.stop(&ts[i])
+			want[i] = 0
+		case 3:
+			now += rng.Int64N(8 * tick)
+			before := make([]int, n)
+			for k := range rs {
+				before[k] = len(rs[k].fired)
+			}
+			w.advance(now)
+			for k := range rs {
+				f := len(rs[k].fired) - before[k]
+				due := want[k] != 0 && want[k]>>TickShift <= now>>TickShift
+				switch {
+				case f > 1:
+					t.Fatalf("timer %d fired %d times in one advance", k, f)
+				case f == 1 && !due:
+					t.Fatalf("timer %d fired at %d, deadline %d", k, now, want[k])
+				case f == 0 && due:
+					t.Fatalf("timer %d (deadline %d) did not fire by %d", k, want[k], now)
+				}
+				if f == 1 {
+					want[k] = 0
+				}
+			}
+		}
+	}
+}

@@ -1,0 +1,94 @@
+// Package h1 is Ballast's event-loop HTTP/1.1 engine: plain-HTTP listeners served from the
+// shards of an evloop.Group, one per P, where every connection of a request (the client's and
+// the backend's) lives on the shard that accepted the client, and a ready connection is read,
+// its request parsed, routed, balanced and forwarded, and the response passed back, on that
+// shard's goroutine without a hand-off.
+//
+// API: New builds an Engine over an httpcore.Core (before the core's first Swap: the engine
+// attaches its per-backend state through it, and reloads reach it the same way); Serve serves
+// one socket as the configured listener of that name (it must lend its descriptor: the shards
+// accept from it with raw accept4); Shutdown stops accepting, closes idle connections and
+// waits for the requests in flight; Stats reports what the engine counts (responses by class,
+// retries and hedges are the core's). Package server serves every plain-HTTP listener
+// with it (server/h1plane.go says which stay on the fasthttp plane).
+//
+// # A request's path
+//
+// On an accept_proxy listener the connection's first bytes are its PROXY header (v1 or v2,
+// proxyproto.Parse over what arrived, within read_header_timeout of the accept; a peer outside
+// trusted_proxies is closed at accept); its client becomes the connection's peer.
+//
+// The client's socket is readable: the shard reads into its shared buffer. headEnd finds the
+// end of the head (resuming where it stopped, so a head arriving a byte at a time costs one
+// pass); checkRequest decides the framing and refuses, in one pass over the wire bytes, what
+// two parsers could read differently (request smuggling: Content-Length with
+// Transfer-Encoding, repeated or malformed lengths, codings other than chunked, obs-fold,
+// field names that are not tokens, control bytes, bare LF ends of the head, a missing or
+// repeated Host, targets that are not origin-, absolute- or asterisk-form); fasthttp's
+// RequestHeader parses the accepted head, and the forwarded head is written from it. Bytes
+// after the head (a body, a pipelined request) are copied to the connection's own buffer,
+// because the shard's is reused by the next read. HTTP semantics are package httpcore's: the
+// engine calls an httpcore.Exchange's steps on its views of the heads (message.go): Begin,
+// Route, Admit (access control, rate limits, body limits, redirects), Prepare (hop-by-hop
+// fields, request IDs, rewrites, header rules, forwarding fields), Key, then
+// httpcore.Pool.AcquireAsync (the sticky cookie's backend, else the balancer; a request that
+// must wait in the backlog holds an upstream.Ticket, not a goroutine). The request goes out on an idle connection of this shard to that backend (each
+// backend keeps per-shard idle lists; idle connections stay registered, so a backend closing
+// one is seen at once), or on a new one (a raw non-blocking connect; a host name is resolved
+// in a goroutine and the answer posted back). The response head is read and checked
+// (checkResponse), given the core's response side (StripHopByHop, Respond: expose_backend,
+// request IDs, sticky cookies, header rules; the changes are kept beside the raw head and
+// rendered with it, so the backend's fields go out as they came) and
+// written with the body bytes that came with it, in one write when they are few.
+//
+// # Framing
+//
+// Request and response bodies: Content-Length (reads bounded by what is left, so nothing of
+// the next message is read with it), chunked (decoded strictly and chunked again, trailers
+// passed on; a malformed chunk ends the request with 400, or cuts the client off after what
+// was valid of a response), and responses delimited by the backend's close (chunked to
+// HTTP/1.1 clients, the connection kept; delimited by our close to HTTP/1.0 clients).
+// Requests: bodies up to 64 KiB are read whole before a backend is picked, so that they can be
+// sent again; larger and chunked ones stream. Expect: 100-continue is answered by the engine
+// and not forwarded. Pipelined requests are served one at a time, in order. HTTP/1.0 requests
+// with a Host go to the backend as HTTP/1.1; the client's connection is kept only when it asked
+// (Connection: keep-alive) and is told so. An Upgrade request is a tunnel after the backend's
+// 101, copied both ways on the shard with half-close.
+//
+// # Buffers, backpressure and bounds
+//
+// An idle connection holds its socket and its record (no goroutine, no buffer). A connection
+// borrows a buffer from the shard's pool only for bytes it must keep between events (a head
+// split across reads, a pipelined request, a response its client cannot take yet) and gives
+// it back when drained. A response the client does not take stops the backend from being read
+// (and a request body the backend does not take stops the client from being read): at most one
+// read (64 KiB) is held per direction, the rest stays in the sockets, and the peer's writes
+// block. Heads are bounded by max_header_bytes (431 beyond), response heads by 64 KiB, chunk
+// lines and trailers by 8 KiB.
+//
+// # Timers
+//
+// One timer per connection on the shard's wheel, its meaning by phase: the client's
+// read_header_timeout (from accept, or from a kept-alive request's first byte), idle_timeout
+// (keep-alive idleness; and every 64 KiB of a request body must arrive within it, 408
+// otherwise; and a client that takes nothing of its response for that long is dropped), the
+// pool's queue_timeout in the backlog (503 with Retry-After); the backend's timeouts.connect,
+// timeouts.response (to the response head, then inactivity while the body streams) and
+// timeouts.idle of a pooled connection. Moving a timer later costs a store.
+//
+// # Retries and replay safety
+//
+// The core decides after a failed attempt (httpcore.Outcome: Fresh, Retryable, within
+// retries.attempts and the retry budget; BackendFailure for outlier detection): a request any
+// byte of which may have reached a backend is sent again only if idempotent; a pooled
+// connection that failed is the keep-alive race and is retried on a fresh connection up to
+// twice; other failures go to another backend. A non-idempotent request
+// checks its pooled connection for a close before it is written (one peek).
+//
+// Concurrency: Engine's methods are safe for concurrent use. Everything of a connection runs
+// on its shard's goroutine; the core's table is one atomic load per request (an exchange keeps
+// the table it started with); counters are per shard and summed on read. Access-log lines are formatted
+// on the shard and written by a goroutine per shard, never on the shard itself. Nothing on a
+// shard blocks: no DNS, no disk, no TLS. TLS listeners stay on the fasthttp plane for now, and
+// so do compression and backends reached over TLS or HTTP/2.
+package h1

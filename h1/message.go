@@ -1,0 +1,296 @@
+//go:build linux
+
+package h1
+
+import (
+	"bytes"
+	"net"
+	"syscall"
+	"unsafe"
+
+	"github.com/valyala/fasthttp"
+
+	"ballast/httpcore"
+)
+
+// The request and response as package httpcore sees them: views held in the pooled exchange,
+// so passing them to the core neither allocates nor boxes.
+
+// reqMsg is httpcore.Request over the exchange's parsed request head (fasthttp's
+// RequestHeader, which writes the forwarded head).
+type reqMsg struct {
+	h     *fasthttp.RequestHeader
+	c     *clientConn
+	proto []byte // the client's version, for the access log (the backend may get HTTP/1.1)
+}
+
+func (m *reqMsg) Peek(name []byte) []byte { return m.h.PeekBytes(name) }
+
+func (m *reqMsg) AppendValues(dst, name []byte) []byte {
+	return appendJoined(dst, m.h.PeekAll(b2s(name)))
+}
+
+func (m *reqMsg) Set(name, value []byte) { m.h.SetCanonical(name, value) }
+func (m *reqMsg) Add(name, value []byte) { m.h.AddBytesKV(name, value) }
+func (m *reqMsg) Del(name []byte)        { m.h.DelBytes(name) }
+func (m *reqMsg) Method() []byte         { return m.h.Method() }
+func (m *reqMsg) Host() []byte           { return m.h.Host() }
+func (m *reqMsg) Target() []byte         { return m.h.RequestURI() }
+func (m *reqMsg) SetTarget(t []byte)     { m.h.SetRequestURIBytes(t) }
+func (m *reqMsg) Proto() []byte          { return m.proto }
+func (m *reqMsg) Cookie(n []byte) []byte { return m.h.CookieBytes(n) }
+
+func (m *reqMsg) ContentLength() int64 {
+	switch cl := m.h.ContentLength(); {
+	case cl >= 0:
+		return int64(cl)
+	case cl == -1:
+		return -1 // chunked
+	}
+	return 0
+}
+
+// LocalAddr is the address the client connected to: the PROXY header's, else asked of the
+// socket (only a redirect of a request without Host needs it).
+func (m *reqMsg) LocalAddr() net.Addr {
+	if m.c.local.IsValid() {
+		return net.TCPAddrFromAddrPort(m.c.local)
+	}
+	var sa syscall.Sockaddr
+	if fd := m.c.FD.Fd; fd >= 0 {
+		sa, _ = syscall.Getsockname(fd)
+	}
+	switch a := sa.(type) {
+	case *syscall.SockaddrInet4:
+		return &net.TCPAddr{IP: a.Addr[:], Port: a.Port}
+	case *syscall.SockaddrInet6:
+		return &net.TCPAddr{IP: a.Addr[:], Port: a.Port}
+	}
+	return &net.TCPAddr{IP: net.IPv4zero}
+}
+
+// respMsg is httpcore.Response over a backend's response head as it arrived (raw, status line
+// to blank line), with the core's changes kept beside it: names deleted and fields added, in
+// the exchange's arena. The head the client gets is raw without the deleted fields, then the
+// added ones (render); nothing is copied when the core changes nothing.
+type respMsg struct {
+	raw   []byte
+	r     respHead   // a copy: the caller's stays on its stack
+	arena []byte     // the names and values below
+	dels  [][2]int32 // names deleted (their raw fields, and adds before the delete, go)
+	adds  []added
+}
+
+type added struct{ name, value [2]int32 }
+
+func (m *respMsg) reset(raw []byte, r *respHead) {
+	m.raw = raw
+	if r != nil {
+		m.r = *r
+	} else {
+		m.r = respHead{}
+	}
+	m.arena, m.dels, m.adds = m.arena[:0], m.dels[:0], m.adds[:0]
+}
+
+func (m *respMsg) str(r [2]int32) []byte { return m.arena[r[0]:r[1]] }
+
+func (m *respMsg) put(b []byte) [2]int32 {
+	at := int32(len(m.arena))
+	m.arena = append(m.arena, b...)
+	return [2]int32{at, int32(len(m.arena))}
+}
+
+func (m *respMsg) deleted(name []byte) bool {
+	for _, d := range m.dels {
+		if httpcore.EqualFold(m.str(d), name) {
+			return true
+		}
+	}
+	return false
+}
+
+// nextField returns the first raw field line of p (the fields after the status line) and
+// what follows it; ok is false at the blank line.
+func nextField(p []byte) (name, value, rest []byte, ok bool) {
+	eol := bytes.IndexByte(p, '\n')
+	if eol < 0 {
+		return nil, nil, nil, false
+	}
+	line := bytes.TrimSuffix(p[:eol], cr)
+	i := bytes.IndexByte(line, ':')
+	if i <= 0 {
+		return nil, nil, nil, false // the blank line
+	}
+	return line[:i], trimOWS(line[i+1:]), p[eol+1:], true
+}
+
+// fieldsOf is the raw head's field lines.
+func (m *respMsg) fieldsOf() []byte { return m.raw[bytes.IndexByte(m.raw, '\n')+1:] }
+
+func (m *respMsg) Peek(name []byte) []byte {
+	if !m.deleted(name) {
+		for p := m.fieldsOf(); ; {
+			k, v, rest, ok := nextField(p)
+			if !ok {
+				break
+			}
+			if httpcore.EqualFold(k, name) {
+				return v
+			}
+			p = rest
+		}
+	}
+	for _, a := range m.adds {
+		if httpcore.EqualFold(m.str(a.name), name) {
+			return m.str(a.value)
+		}
+	}
+	return nil
+}
+
+func (m *respMsg) AppendValues(dst, name []byte) []byte {
+	n := 0
+	if !m.deleted(name) {
+		for p := m.fieldsOf(); ; {
+			k, v, rest, ok := nextField(p)
+			if !ok {
+				break
+			}
+			if httpcore.EqualFold(k, name) && len(v) > 0 {
+				if n > 0 {
+					dst = append(dst, ", "...)
+				}
+				dst = append(dst, v...)
+				n++
+			}
+			p = rest
+		}
+	}
+	for _, a := range m.adds {
+		if v := m.str(a.value); httpcore.EqualFold(m.str(a.name), name) && len(v) > 0 {
+			if n > 0 {
+				dst = append(dst, ", "...)
+			}
+			dst = append(dst, v...)
+			n++
+		}
+	}
+	return dst
+}
+
+func (m *respMsg) Set(name, value []byte) {
+	m.Del(name)
+	m.Add(name, value)
+}
+
+func (m *respMsg) Add(name, value []byte) {
+	m.adds = append(m.adds, added{name: m.put(name), value: m.put(value)})
+}
+
+func (m *respMsg) Del(name []byte) {
+	kept := m.adds[:0]
+	for _, a := range m.adds {
+		if !httpcore.EqualFold(m.str(a.name), name) {
+			kept = append(kept, a)
+		}
+	}
+	m.adds = kept
+	if !m.deleted(name) {
+		m.dels = append(m.dels, m.put(name))
+	}
+}
+
+func (m *respMsg) Status() int { return m.r.status }
+
+func (m *respMsg) ContentLength() int64 {
+	if m.r.chunked {
+		return -1
+	}
+	return m.r.clen
+}
+
+// respMode says how the engine frames the response for its client, for render.
+type respMode struct {
+	chunk   bool // the body is re-framed as chunked (it was delimited by the backend's close)
+	unchunk bool // a chunked body goes to an HTTP/1.0 client delimited by the close
+	conn    []byte
+}
+
+var keyContentEncoding = []byte("Content-Encoding")
+
+var (
+	connClose     = []byte("close")
+	connKeepAlive = []byte("keep-alive")
+	connUpgrade   = []byte("upgrade")
+	cr            = []byte{'\r'}
+)
+
+// render writes the client's response head to dst: the status line as HTTP/1.1, every field
+// as the backend wrote it except those the core deleted (hop-by-hop ones, those Connection
+// names, its policy's), Transfer-Encoding when m re-frames the body, the fields the core
+// added, and the Connection field m asks for. Line ends become CRLF.
+func (m *respMsg) render(dst []byte, mode respMode) []byte {
+	raw := m.raw
+	eol := bytes.IndexByte(raw, '\n')
+	dst = append(dst, "HTTP/1.1"...)
+	dst = append(dst, bytes.TrimSuffix(raw[8:eol], cr)...)
+	dst = append(dst, '\r', '\n')
+	for p := raw[eol+1:]; len(p) > 0; {
+		eol = bytes.IndexByte(p, '\n')
+		line := bytes.TrimSuffix(p[:eol], cr)
+		p = p[eol+1:]
+		if len(line) == 0 {
+			break
+		}
+		name := line[:bytes.IndexByte(line, ':')]
+		if len(m.dels) > 0 && m.deleted(name) || asciiEqualFold(name, "connection") ||
+			mode.unchunk && asciiEqualFold(name, "transfer-encoding") {
+			continue
+		}
+		dst = append(dst, line...)
+		dst = append(dst, '\r', '\n')
+	}
+	if mode.chunk {
+		dst = append(dst, "Transfer-Encoding: chunked\r\n"...)
+	}
+	for _, a := range m.adds {
+		dst = append(dst, m.str(a.name)...)
+		dst = append(dst, ": "...)
+		dst = append(dst, m.str(a.value)...)
+		dst = append(dst, '\r', '\n')
+	}
+	if mode.conn != nil {
+		dst = append(dst, "Connection: "...)
+		dst = append(dst, mode.conn...)
+		dst = append(dst, '\r', '\n')
+	}
+	return append(dst, '\r', '\n')
+}
+
+// appendJoined appends the non-empty values joined by ", ".
+func appendJoined(dst []byte, vals [][]byte) []byte {
+	n := 0
+	for _, v := range vals {
+		if len(v) == 0 {
+			continue
+		}
+		if n > 0 {
+			dst = append(dst, ", "...)
+		}
+		dst = append(dst, v...)
+		n++
+	}
+	return dst
+}
+
+// b2s returns b as a string without copying; b must not change while the string is used.
+func b2s(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
+
+// s2b returns the bytes of s without copying; the caller must not modify them.
+func s2b(s string) []byte { return unsafe.Slice(unsafe.StringData(s), len(s)) }
+
+var (
+	_ httpcore.Request  = (*reqMsg)(nil)
+	_ httpcore.Response = (*respMsg)(nil)
+)

@@ -1,0 +1,60 @@
+package server
+
+import (
+	"context"
+	"log/slog"
+
+	"ballast/config"
+	"ballast/h1"
+	"ballast/httpcore"
+)
+
+// Plain-HTTP listeners (accept_proxy ones included) are served by the event-loop HTTP/1.1
+// engine (package h1); the fasthttp plane (package httpproxy) serves the rest: TLS listeners
+// (and the HTTP/1 connections of h2c ones), and every listener of a configuration that
+// compresses responses or reaches backends over TLS or HTTP/2, which the engine does not do
+// yet. Both serve from the same HTTP core (routes, policy, the access log, counters).
+// engineServes is the one place the choice is made; off Linux the engine does not exist and
+// fasthttp serves everything.
+
+// engineServes reports whether the engine serves listener name of cfg.
+func engineServes(cfg *config.Config, name string) bool {
+	if cfg == nil {
+		return false
+	}
+	for _, r := range cfg.Routes {
+		if r.Compress != nil {
+			return false
+		}
+	}
+	for _, pc := range cfg.Pools {
+		if pc.TLS != nil || pc.Protocol != "" && pc.Protocol != "http1" {
+			return false
+		}
+	}
+	for _, l := range cfg.Listeners {
+		if l.Name == name {
+			return l.TLS == nil && !l.H2C
+		}
+	}
+	return false
+}
+
+// newEngine builds the engine over core; nil where the engine does not run (off Linux), with
+// the reason in the log.
+func newEngine(core *httpcore.Core, logger *slog.Logger) *h1.Engine {
+	e, err := h1.New(core, logger)
+	if err != nil {
+		logger.Info("the event-loop HTTP/1 engine is not available: fasthttp serves every HTTP listener", "err", err)
+		return nil
+	}
+	return e
+}
+
+// shutdownEngine stops the engine, if any.
+func (p *httpPlane) shutdownEngine(ctx context.Context) error {
+	if p.engine == nil {
+		return nil
+	}
+	return p.engine.Shutdown(ctx)
+}
