@@ -387,6 +387,7 @@ func (run *soRun) one(ctx context.Context, fault string, bfd bool, add int, flow
 			before[i] = v.NewFlows
 		}
 	}
+	warmFlaps := run.flaps(ctx)
 	ld := &soLoad{run: run}
 	lctx, stopLoad := context.WithCancel(ctx)
 	defer stopLoad()
@@ -398,6 +399,18 @@ func (run *soRun) one(ctx context.Context, fault string, bfd bool, add int, flow
 		if v := run.vip(ctx, i); v != nil {
 			row.SpreadDirectors = append(row.SpreadDirectors, int(v.NewFlows-before[i]))
 		}
+	}
+	// A session that went down while the load warmed (BFD on a loaded machine) took its
+	// director out of the router's spread and the flows' placement: the run measures nothing.
+	for i, n := range run.flaps(ctx) {
+		if n != warmFlaps[i] {
+			row.Disturbed = fmt.Sprintf("director %d's BGP session went down while the load warmed (%d flaps, BFD %d failures before)", i, n-warmFlaps[i], warmFlaps[i])
+			return row
+		}
+	}
+	if got, err := run.lab.Nexthops(run.lab.Router.NS, netlab.VIP); err != nil || !slices.Equal(got, all) {
+		row.Disturbed = fmt.Sprintf("the router's next hops after the warm-up were %v (%v), not every director", got, err)
+		return row
 	}
 	row.LongLived, row.SpreadReals = ld.alive()
 
