@@ -389,6 +389,7 @@ func TestE2EFlowSyncFailover(t *testing.T) {
 			t.Cleanup(func() { b.Close() })
 			must0(t, a.SetVIP(v, l.realsOf(0, 1)))
 			must0(t, b.SetVIP(v, l.realsOf(0, 1, 2)))
+			var sb *Sync
 			if c.sync {
 				ca, cb := l.udpIn(l.director.ns, labDirector), l.udpIn(dirB.ns, labDirectorB)
 				peers := func(c *net.UDPConn) []netip.AddrPort {
@@ -397,8 +398,9 @@ func TestE2EFlowSyncFailover(t *testing.T) {
 				sa, err := NewSync(a, SyncOptions{Conn: ca, Peers: peers(cb)})
 				must0(t, err)
 				t.Cleanup(func() { sa.Close() })
-				sb, err := NewSync(b, SyncOptions{Conn: cb, Peers: peers(ca)})
-				must0(t, err)
+				var err2 error
+				sb, err2 = NewSync(b, SyncOptions{Conn: cb, Peers: peers(ca)})
+				must0(t, err2)
 				t.Cleanup(func() { sb.Close() })
 				sa.SetSending(true)
 			}
@@ -412,7 +414,17 @@ func TestE2EFlowSyncFailover(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			time.Sleep(100 * time.Millisecond) // the last batch on its way
+			if c.sync { // every flow's batch installed on B before the failover
+				deadline := time.Now().Add(10 * time.Second)
+				for sb.Stats().Installed < uint64(len(conns)) {
+					if time.Now().After(deadline) {
+						t.Fatalf("B installed %d of %d synced flows: %+v", sb.Stats().Installed, len(conns), sb.Stats())
+					}
+					time.Sleep(10 * time.Millisecond)
+				}
+			} else {
+				time.Sleep(100 * time.Millisecond) // as long as a batch would take: no sync to wait for
+			}
 			// Failover: the client (and, in NAT, the real servers) now reach B.
 			l.in(l.client.ns, func() { replaceRoute(t, labVIP, labDirectorB) })
 			if c.mode == NAT {
