@@ -1,6 +1,10 @@
 package h1
 
-import "errors"
+import (
+	"errors"
+
+	"ballast/httpcore"
+)
 
 // chunkDecoder reads a chunked body (RFC 9112 §7.1) as it arrives, in pieces of any size, and
 // yields its data; what it refuses (a size that is not hex or overflows, a size line or a
@@ -111,7 +115,7 @@ func (d *chunkDecoder) decode(p []byte) (n int, data []byte, err error) {
 			switch {
 			case c == '\r':
 				d.state = chEndLF
-			case tchar[c]:
+			case httpcore.IsTChar(c):
 				d.state = chTrLine
 				continue
 			default:
@@ -165,7 +169,7 @@ func lastLine(b []byte) int {
 // validFieldLine reports a token, a colon and a value.
 func validFieldLine(l []byte) bool {
 	i := 0
-	for i < len(l) && tchar[l[i]] {
+	for i < len(l) && httpcore.IsTChar(l[i]) {
 		i++
 	}
 	return i > 0 && i < len(l) && l[i] == ':'

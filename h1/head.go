@@ -163,7 +163,7 @@ func checkRequest(head []byte, r *reqHead) verdict {
 	if string(r.method) == "CONNECT" {
 		return headConnect
 	}
-	if !isToken(r.method) {
+	if !httpcore.IsToken(r.method) {
 		return headBadName
 	}
 	if v := r.scanFields(head[eol+1:]); v != headOK {
@@ -184,7 +184,7 @@ func checkRequest(head []byte, r *reqHead) verdict {
 			return headBadTarget
 		}
 	default:
-		a, ok := absoluteAuthority(r.target)
+		a, ok := httpcore.AbsoluteAuthority(r.target)
 		if !ok {
 			return headBadTarget
 		}
@@ -194,7 +194,7 @@ func checkRequest(head []byte, r *reqHead) verdict {
 		switch {
 		case r.hosts == 0 && !r.http10:
 			return headBadHost
-		case r.hosts > 0 && !validAuthority(r.host):
+		case r.hosts > 0 && !httpcore.ValidAuthority(r.host):
 			return headBadHost
 		}
 	}
@@ -233,7 +233,7 @@ func (r *reqHead) scanFields(b []byte) verdict {
 			return headBadName // obs-fold (RFC 9112 §5.2)
 		}
 		i := 0
-		for i < len(line) && tchar[line[i]] {
+		for i < len(line) && httpcore.IsTChar(line[i]) {
 			i++
 		}
 		if i == 0 || i == len(line) || line[i] != ':' {
@@ -246,7 +246,7 @@ func (r *reqHead) scanFields(b []byte) verdict {
 			}
 		}
 		switch {
-		case asciiEqualFold(name, "content-length"):
+		case httpcore.LowerEqualFold(name, "content-length"):
 			cls++
 			if cls > 1 {
 				return headMalformed // even with equal values: no list, no repetition
@@ -256,33 +256,33 @@ func (r *reqHead) scanFields(b []byte) verdict {
 				return headMalformed
 			}
 			r.clen = n
-		case asciiEqualFold(name, "transfer-encoding"):
+		case httpcore.LowerEqualFold(name, "transfer-encoding"):
 			tes++
-			if tes > 1 || !asciiEqualFold(value, "chunked") {
+			if tes > 1 || !httpcore.LowerEqualFold(value, "chunked") {
 				return headBothLengths
 			}
 			r.chunked = true
-		case asciiEqualFold(name, "host"):
+		case httpcore.LowerEqualFold(name, "host"):
 			r.hosts++
 			if r.hosts > 1 {
 				return headBadHost
 			}
 			r.host = value
-		case asciiEqualFold(name, "connection"):
+		case httpcore.LowerEqualFold(name, "connection"):
 			forEachToken(value, func(tok []byte) {
 				switch {
-				case asciiEqualFold(tok, "close"):
+				case httpcore.LowerEqualFold(tok, "close"):
 					r.connClose = true
-				case asciiEqualFold(tok, "keep-alive"):
+				case httpcore.LowerEqualFold(tok, "keep-alive"):
 					r.connKeepAlive = true
-				case asciiEqualFold(tok, "upgrade"):
+				case httpcore.LowerEqualFold(tok, "upgrade"):
 					r.connUpgrade = true
 				}
 			})
-		case asciiEqualFold(name, "upgrade"):
+		case httpcore.LowerEqualFold(name, "upgrade"):
 			r.upgrade = true
-		case asciiEqualFold(name, "expect"):
-			r.expect100 = asciiEqualFold(value, "100-continue")
+		case httpcore.LowerEqualFold(name, "expect"):
+			r.expect100 = httpcore.LowerEqualFold(value, "100-continue")
 		}
 	}
 	return headOK
@@ -314,100 +314,6 @@ func trimOWS(b []byte) []byte {
 }
 
 func isDigit(c byte) bool { return '0' <= c && c <= '9' }
-
-// absoluteAuthority returns the authority of an absolute-form target (http or https, no
-// userinfo), or false.
-func absoluteAuthority(target []byte) ([]byte, bool) {
-	var rest []byte
-	switch {
-	case len(target) > 7 && asciiEqualFold(target[:7], "http://"):
-		rest = target[7:]
-	case len(target) > 8 && asciiEqualFold(target[:8], "https://"):
-		rest = target[8:]
-	default:
-		return nil, false
-	}
-	n := 0
-	for n < len(rest) && rest[n] != '/' && rest[n] != '?' {
-		n++
-	}
-	if !validAuthority(rest[:n]) {
-		return nil, false
-	}
-	return rest[:n], true
-}
-
-// validAuthority reports a non-empty host with an optional port (RFC 3986 §3.2.2-3.2.3,
-// without userinfo).
-func validAuthority(a []byte) bool {
-	if len(a) == 0 || a[0] == ':' {
-		return false
-	}
-	for _, c := range a {
-		if !authorityChar[c] {
-			return false
-		}
-	}
-	return true
-}
-
-var authorityChar = func() (t [256]bool) {
-	for c := '0'; c <= '9'; c++ {
-		t[c] = true
-	}
-	for c := 'a'; c <= 'z'; c++ {
-		t[c] = true
-		t[c-'a'+'A'] = true
-	}
-	for _, c := range "-._~%!$&'()*+,;=:[]" {
-		t[c] = true
-	}
-	return t
-}()
-
-// isToken reports a non-empty RFC 9110 token.
-func isToken(s []byte) bool {
-	if len(s) == 0 {
-		return false
-	}
-	for _, c := range s {
-		if !tchar[c] {
-			return false
-		}
-	}
-	return true
-}
-
-var tchar = func() (t [256]bool) {
-	for c := '0'; c <= '9'; c++ {
-		t[c] = true
-	}
-	for c := 'a'; c <= 'z'; c++ {
-		t[c] = true
-		t[c-'a'+'A'] = true
-	}
-	for _, c := range "!#$%&'*+-.^_`|~" {
-		t[c] = true
-	}
-	return t
-}()
-
-// asciiEqualFold reports whether b equals the lower-case ASCII s, ignoring case.
-func asciiEqualFold(b []byte, s string) bool {
-	if len(b) != len(s) {
-		return false
-	}
-	for i := 0; i < len(b); i++ {
-		c := b[i]
-		if 'A' <= c && c <= 'Z' {
-			c += 'a' - 'A'
-		}
-		if c != s[i] {
-			return false
-		}
-	}
-	return true
-}
 
 // respHead is what the engine needs to know of a backend's response head.
 type respHead struct {
@@ -453,13 +359,13 @@ func checkResponse(head []byte, r *respHead) bool {
 			break
 		}
 		i := bytes.IndexByte(line, ':')
-		if i <= 0 || !isToken(line[:i]) {
+		if i <= 0 || !httpcore.IsToken(line[:i]) {
 			return false // obs-fold, or not a field
 		}
 		name, value := line[:i], trimOWS(line[i+1:])
 		r.scan.Note(name)
 		switch {
-		case asciiEqualFold(name, "content-length"):
+		case httpcore.LowerEqualFold(name, "content-length"):
 			cls++
 			n, ok := parseLength(value)
 			if !ok || cls > 1 && n != r.clen {
@@ -467,7 +373,7 @@ func checkResponse(head []byte, r *respHead) bool {
 			}
 			r.ambiguous = r.ambiguous || cls > 1
 			r.clen = n
-		case asciiEqualFold(name, "transfer-encoding"):
+		case httpcore.LowerEqualFold(name, "transfer-encoding"):
 			if r.chunked {
 				r.ambiguous = true
 			}
@@ -476,13 +382,13 @@ func checkResponse(head []byte, r *respHead) bool {
 			if !r.chunked {
 				r.close = true
 			}
-		case asciiEqualFold(name, "connection"):
+		case httpcore.LowerEqualFold(name, "connection"):
 			ok := true
 			forEachToken(value, func(tok []byte) {
 				switch {
-				case asciiEqualFold(tok, "close"):
+				case httpcore.LowerEqualFold(tok, "close"):
 					r.close = true
-				case asciiEqualFold(tok, "upgrade"):
+				case httpcore.LowerEqualFold(tok, "upgrade"):
 					r.upgrade = true
 				case r.nconn < len(r.conn):
 					r.conn[r.nconn] = tok
@@ -507,7 +413,7 @@ func checkResponse(head []byte, r *respHead) bool {
 func lastToken(list []byte, tok string) bool {
 	last := []byte(nil)
 	forEachToken(list, func(t []byte) { last = t })
-	return asciiEqualFold(last, tok)
+	return httpcore.LowerEqualFold(last, tok)
 }
 
 // noBody reports a response that has no body whatever its fields say (RFC 9112 §6.3).

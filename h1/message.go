@@ -244,8 +244,8 @@ func (m *respMsg) render(dst []byte, mode respMode) []byte {
 			break
 		}
 		name := line[:bytes.IndexByte(line, ':')]
-		if len(m.dels) > 0 && m.deleted(name) || asciiEqualFold(name, "connection") ||
-			mode.unchunk && asciiEqualFold(name, "transfer-encoding") {
+		if len(m.dels) > 0 && m.deleted(name) || httpcore.LowerEqualFold(name, "connection") ||
+			mode.unchunk && httpcore.LowerEqualFold(name, "transfer-encoding") {
 			continue
 		}
 		dst = append(dst, line...)

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"ballast/httpcore"
 )
 
 // This file holds an HTTP/1.1 request framer written from RFC 9112 independently of fasthttp
@@ -66,7 +68,7 @@ func readStrict(b []byte, lenient bool) (r strictReq, n int, err error) {
 		}
 	}
 	parts := bytes.Split(rl, []byte{' '})
-	if len(parts) != 3 || !isToken(parts[0]) || len(parts[1]) == 0 {
+	if len(parts) != 3 || !httpcore.IsToken(parts[0]) || len(parts[1]) == 0 {
 		return r, 0, errInvalid
 	}
 	for _, c := range parts[1] {
@@ -81,11 +83,11 @@ func readStrict(b []byte, lenient bool) (r strictReq, n int, err error) {
 	var cls, tes []string
 	if err = readFields(line, func(name, value []byte) {
 		switch {
-		case asciiEqualFold(name, "host"):
+		case httpcore.LowerEqualFold(name, "host"):
 			r.hosts = append(r.hosts, string(value))
-		case asciiEqualFold(name, "content-length"):
+		case httpcore.LowerEqualFold(name, "content-length"):
 			cls = append(cls, string(value))
-		case asciiEqualFold(name, "transfer-encoding"):
+		case httpcore.LowerEqualFold(name, "transfer-encoding"):
 			tes = append(tes, string(value))
 		}
 	}); err != nil {
@@ -96,7 +98,7 @@ func readStrict(b []byte, lenient bool) (r strictReq, n int, err error) {
 	}
 	switch {
 	case len(tes) == 1:
-		if !asciiEqualFold([]byte(tes[0]), "chunked") {
+		if !httpcore.LowerEqualFold([]byte(tes[0]), "chunked") {
 			return r, 0, errInvalid
 		}
 		lenient = false // chunked framing is checked strictly: CRLF after each chunk
@@ -134,7 +136,7 @@ func readFields(line func() ([]byte, error), f func(name, value []byte)) error {
 			return nil
 		}
 		colon := bytes.IndexByte(l, ':')
-		if colon <= 0 || !isToken(l[:colon]) {
+		if colon <= 0 || !httpcore.IsToken(l[:colon]) {
 			return errInvalid // includes obs-fold: a line starting with SP or HT
 		}
 		v := bytes.Trim(l[colon+1:], " \t")

@@ -16,20 +16,20 @@ func nextToken(list []byte) (tok, rest []byte) {
 	return trimSpace(list), nil
 }
 
-// hasToken reports whether the comma-separated list contains tok (lower case), ignoring case.
-func hasToken(list []byte, tok string) bool {
+// HasToken reports whether the comma-separated list contains tok (lower case), ignoring case.
+func HasToken(list []byte, tok string) bool {
 	for len(list) > 0 {
 		var t []byte
 		t, list = nextToken(list)
-		if asciiEqualFold(t, tok) {
+		if LowerEqualFold(t, tok) {
 			return true
 		}
 	}
 	return false
 }
 
-// asciiEqualFold reports whether b equals the lower-case ASCII string s, ignoring case.
-func asciiEqualFold(b []byte, s string) bool {
+// LowerEqualFold reports whether b equals the lower-case ASCII string s, ignoring case.
+func LowerEqualFold(b []byte, s string) bool {
 	if len(b) != len(s) {
 		return false
 	}
@@ -113,6 +113,9 @@ func IsToken(s []byte) bool {
 	return true
 }
 
+// IsTChar reports whether c may stand in an RFC 9110 token.
+func IsTChar(c byte) bool { return tchar[c] }
+
 var tchar = func() (t [256]bool) {
 	for c := '0'; c <= '9'; c++ {
 		t[c] = true
@@ -164,3 +167,53 @@ func CookieValue(field, name []byte) []byte {
 	}
 	return nil
 }
+
+// AbsoluteAuthority returns the authority of an absolute-form target (http or https, no
+// userinfo), or false.
+func AbsoluteAuthority(target []byte) ([]byte, bool) {
+	var rest []byte
+	switch {
+	case len(target) > 7 && LowerEqualFold(target[:7], "http://"):
+		rest = target[7:]
+	case len(target) > 8 && LowerEqualFold(target[:8], "https://"):
+		rest = target[8:]
+	default:
+		return nil, false
+	}
+	n := 0
+	for n < len(rest) && rest[n] != '/' && rest[n] != '?' {
+		n++
+	}
+	if !ValidAuthority(rest[:n]) {
+		return nil, false
+	}
+	return rest[:n], true
+}
+
+// ValidAuthority reports a non-empty host with an optional port (RFC 3986 §3.2.2-3.2.3,
+// without userinfo).
+func ValidAuthority(a []byte) bool {
+	if len(a) == 0 || a[0] == ':' {
+		return false
+	}
+	for _, c := range a {
+		if !authorityChar[c] {
+			return false
+		}
+	}
+	return true
+}
+
+var authorityChar = func() (t [256]bool) {
+	for c := '0'; c <= '9'; c++ {
+		t[c] = true
+	}
+	for c := 'a'; c <= 'z'; c++ {
+		t[c] = true
+		t[c-'a'+'A'] = true
+	}
+	for _, c := range "-._~%!$&'()*+,;=:[]" {
+		t[c] = true
+	}
+	return t
+}()

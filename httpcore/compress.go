@@ -77,7 +77,7 @@ func (cp *compression) eligible(req Request, resp Response) bool {
 	if s := resp.Status(); s < 200 || s >= 300 || s == 204 || s == 206 {
 		return false
 	}
-	if len(resp.Peek(keyContentEnc)) > 0 || hasToken(resp.Peek(keyCacheControl), "no-transform") {
+	if len(resp.Peek(keyContentEnc)) > 0 || HasToken(resp.Peek(keyCacheControl), "no-transform") {
 		return false
 	}
 	if cl := resp.ContentLength(); cl >= 0 && cl < int64(cp.min) || cl == 0 {
@@ -94,10 +94,10 @@ func (cp *compression) compressible(ct []byte) bool {
 	ct = trimSpace(ct)
 	for _, t := range cp.types {
 		if strings.HasSuffix(t, "/*") {
-			if len(ct) > len(t)-1 && asciiEqualFold(ct[:len(t)-1], t[:len(t)-1]) {
+			if len(ct) > len(t)-1 && LowerEqualFold(ct[:len(t)-1], t[:len(t)-1]) {
 				return true
 			}
-		} else if asciiEqualFold(ct, t) {
+		} else if LowerEqualFold(ct, t) {
 			return true
 		}
 	}
@@ -127,7 +127,7 @@ func quality(ae []byte, name string) int {
 		coding, params, _ := bytes.Cut(tok, []byte{';'})
 		coding = trimSpace(coding)
 		switch {
-		case asciiEqualFold(coding, name):
+		case LowerEqualFold(coding, name):
 			named = qvalue(params)
 		case len(coding) == 1 && coding[0] == '*':
 			star = qvalue(params)
@@ -184,7 +184,7 @@ func (x *Exchange) weakenETag(resp Response) {
 
 // addVary adds Accept-Encoding to Vary unless it is there.
 func addVary(resp Response) {
-	if v := resp.Peek(keyVary); !hasToken(v, "accept-encoding") && !hasToken(v, "*") {
+	if v := resp.Peek(keyVary); !HasToken(v, "accept-encoding") && !HasToken(v, "*") {
 		resp.Add(keyVary, keyAcceptEnc)
 	}
 }

@@ -109,11 +109,11 @@ func (x *Exchange) StripHopByHop(h Header, s *Scan, keepUpgrade, keepTE bool) {
 			tok, list = nextToken(list)
 			switch {
 			case len(tok) == 0:
-			case keepUpgrade && asciiEqualFold(tok, "upgrade"):
-			case asciiEqualFold(tok, "close") || asciiEqualFold(tok, "keep-alive"):
+			case keepUpgrade && LowerEqualFold(tok, "upgrade"):
+			case LowerEqualFold(tok, "close") || LowerEqualFold(tok, "keep-alive"):
 				// connection options, not field names
-			case asciiEqualFold(tok, "host") || asciiEqualFold(tok, "content-length") ||
-				asciiEqualFold(tok, "transfer-encoding") || asciiEqualFold(tok, "trailer"):
+			case LowerEqualFold(tok, "host") || LowerEqualFold(tok, "content-length") ||
+				LowerEqualFold(tok, "transfer-encoding") || LowerEqualFold(tok, "trailer"):
 				// message framing and routing
 			default:
 				x.tmp = canonicalKey(append(x.tmp[:0], tok...))
@@ -125,7 +125,7 @@ func (x *Exchange) StripHopByHop(h Header, s *Scan, keepUpgrade, keepTE bool) {
 		if s.Hop&(1<<i) == 0 || keepUpgrade && (i == 0 || i == 4) {
 			continue
 		}
-		if i == 3 && keepTE && asciiEqualFold(h.Peek(keyTE), "trailers") {
+		if i == 3 && keepTE && LowerEqualFold(h.Peek(keyTE), "trailers") {
 			continue
 		}
 		h.Del(name)

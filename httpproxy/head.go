@@ -78,7 +78,7 @@ func checkHead(h *fasthttp.RequestHeader) (authority []byte, v headVerdict) {
 			return nil, headBadTarget
 		}
 	default:
-		authority, ok = absoluteAuthority(target)
+		authority, ok = httpcore.AbsoluteAuthority(target)
 		if !ok {
 			return nil, headBadTarget
 		}
@@ -90,7 +90,7 @@ func checkHead(h *fasthttp.RequestHeader) (authority []byte, v headVerdict) {
 		if h.IsHTTP11() {
 			return nil, headBadHost
 		}
-	} else if !validAuthority(h.Host()) {
+	} else if !httpcore.ValidAuthority(h.Host()) {
 		return nil, headBadHost
 	}
 	return nil, headOK
@@ -114,18 +114,18 @@ func scanFieldLines(raw []byte) (found uint8, ok bool) {
 			return found, true // the blank line that ends the block
 		}
 		i := 0
-		for i < len(raw) && tchar[raw[i]] {
+		for i < len(raw) && httpcore.IsTChar(raw[i]) {
 			i++
 		}
 		if i == 0 || i == len(raw) || raw[i] != ':' {
 			return found, false
 		}
 		switch {
-		case i == len("content-length") && asciiEqualFold(raw[:i], "content-length"):
+		case i == len("content-length") && httpcore.LowerEqualFold(raw[:i], "content-length"):
 			found |= fieldContentLength
-		case i == len("transfer-encoding") && asciiEqualFold(raw[:i], "transfer-encoding"):
+		case i == len("transfer-encoding") && httpcore.LowerEqualFold(raw[:i], "transfer-encoding"):
 			found |= fieldTransferEncoding
-		case i == len("host") && asciiEqualFold(raw[:i], "host"):
+		case i == len("host") && httpcore.LowerEqualFold(raw[:i], "host"):
 			found |= fieldHost
 		}
 		j := bytes.IndexByte(raw[i:], '\n')
@@ -136,57 +136,3 @@ func scanFieldLines(raw []byte) (found uint8, ok bool) {
 	}
 	return found, true
 }
-
-// absoluteAuthority returns the authority of an absolute-form target (RFC 9112 §3.2.2), or
-// false when target is not one Ballast forwards: only http and https, a non-empty authority
-// of host and port characters, and no userinfo (RFC 9110 §4.2.4 deprecates it).
-func absoluteAuthority(target []byte) ([]byte, bool) {
-	var rest []byte
-	switch {
-	case len(target) > 7 && asciiEqualFold(target[:7], "http://"):
-		rest = target[7:]
-	case len(target) > 8 && asciiEqualFold(target[:8], "https://"):
-		rest = target[8:]
-	default:
-		return nil, false
-	}
-	n := 0
-	for n < len(rest) && rest[n] != '/' && rest[n] != '?' {
-		n++
-	}
-	if !validAuthority(rest[:n]) {
-		return nil, false
-	}
-	return rest[:n], true
-}
-
-// validAuthority reports whether a is a non-empty host with an optional port: only
-// authorityChar bytes, not starting with the port's colon.
-func validAuthority(a []byte) bool {
-	if len(a) == 0 || a[0] == ':' {
-		return false
-	}
-	for _, c := range a {
-		if !authorityChar[c] {
-			return false
-		}
-	}
-	return true
-}
-
-// authorityChar marks the bytes of an authority without userinfo (RFC 3986 §3.2.2–3.2.3):
-// unreserved, percent-encoded, sub-delims, ':' before the port and the brackets of an IP
-// literal.
-var authorityChar = func() (t [256]bool) {
-	for c := '0'; c <= '9'; c++ {
-		t[c] = true
-	}
-	for c := 'a'; c <= 'z'; c++ {
-		t[c] = true
-		t[c-'a'+'A'] = true
-	}
-	for _, c := range "-._~%!$&'()*+,;=:[]" {
-		t[c] = true
-	}
-	return t
-}()

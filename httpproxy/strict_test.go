@@ -80,11 +80,11 @@ func readStrict(b []byte, lenient bool) (r strictReq, n int, err error) {
 	var cls, tes []string
 	if err = readFields(line, func(name, value []byte) {
 		switch {
-		case asciiEqualFold(name, "host"):
+		case httpcore.LowerEqualFold(name, "host"):
 			r.hosts = append(r.hosts, string(value))
-		case asciiEqualFold(name, "content-length"):
+		case httpcore.LowerEqualFold(name, "content-length"):
 			cls = append(cls, string(value))
-		case asciiEqualFold(name, "transfer-encoding"):
+		case httpcore.LowerEqualFold(name, "transfer-encoding"):
 			tes = append(tes, string(value))
 		}
 	}); err != nil {
@@ -95,7 +95,7 @@ func readStrict(b []byte, lenient bool) (r strictReq, n int, err error) {
 	}
 	switch {
 	case len(tes) == 1:
-		if !asciiEqualFold([]byte(tes[0]), "chunked") {
+		if !httpcore.LowerEqualFold([]byte(tes[0]), "chunked") {
 			return r, 0, errInvalid
 		}
 		lenient = false // chunked framing is checked strictly: CRLF after each chunk

@@ -20,7 +20,7 @@ import (
 
 // isUpgrade reports whether a request asks to switch protocols (WebSocket and the like).
 func isUpgrade(h *fasthttp.RequestHeader) bool {
-	return len(h.Peek("Upgrade")) > 0 && hasToken(h.Peek("Connection"), "upgrade")
+	return len(h.Peek("Upgrade")) > 0 && httpcore.HasToken(h.Peek("Connection"), "upgrade")
 }
 
 // tunnel forwards a protocol-switch request over a fresh backend connection, relays the
