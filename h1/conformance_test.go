@@ -37,17 +37,24 @@ func TestRequestHeadConformance(t *testing.T) {
 		tp := startEngine(t, cfg)
 		t.Run(name, func(t *testing.T) { runConformance(t, tp, rb) })
 	}
+	rb := newRawBackend(t)
+	tp := startTLSEngine(t, conformanceConfig(rb.addr()), nil)
+	t.Run("tls", func(t *testing.T) { runConformance(t, tp, rb) })
 }
 
 func runConformance(t *testing.T, tp *testEngine, rb *rawBackend) {
 	for _, tc := range h1conformance.Rows {
 		t.Run(tc.Name, func(t *testing.T) {
-			out := exchangeRaw(t, tp.addr, []byte(tc.Req))
+			out := tp.exchangeRaw(t, []byte(tc.Req))
 			got, _ := rb.take(t)
 			if s := h1conformance.Statuses(out); s != tc.Status {
 				t.Errorf("statuses %q, want %q; response:\n%s", s, tc.Status, out)
 			}
-			if want := strings.ReplaceAll(tc.Backend, "BACKEND", rb.addr()); string(got) != want {
+			want := strings.ReplaceAll(tc.Backend, "BACKEND", rb.addr())
+			if tp.tls { // the same bytes, with the scheme the client used
+				want = strings.NewReplacer("X-Forwarded-Proto: http\r", "X-Forwarded-Proto: https\r", "proto=http;", "proto=https;", "proto=http\r", "proto=https\r").Replace(want)
+			}
+			if string(got) != want {
 				t.Errorf("backend received:\n%q\nwant:\n%q", got, want)
 			}
 		})

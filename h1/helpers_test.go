@@ -58,6 +58,15 @@ type testEngine struct {
 	addr  string
 	pools map[string]*upstream.Pool
 	done  chan error
+	tls   bool // the listener is a TLS one
+}
+
+// exchangeRaw is exchangeRaw (or exchangeRawTLS) on te's listener.
+func (te *testEngine) exchangeRaw(t testing.TB, raw []byte) []byte {
+	if te.tls {
+		return exchangeRawTLS(t, te.addr, raw)
+	}
+	return exchangeRaw(t, te.addr, raw)
 }
 
 // startEngine builds the pools and serves cfg's only listener on a fresh 127.0.0.1 port.
