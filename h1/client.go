@@ -12,6 +12,7 @@ import (
 
 	"ballast/accesslog"
 	"ballast/evloop"
+	"ballast/evloop/tlsconn"
 	"ballast/httpcore"
 	"ballast/proxyproto"
 )
@@ -32,12 +33,13 @@ type clientConn struct {
 	out        []byte
 	ex         *exchange
 	served     int
-	since      int64 // when the current wait began (idle, head)
-	tphase     uint8 // what timer times
-	closeAfter bool  // close once the current response is written
-	counted    bool  // counted against max_conns_per_client (httpcore.Core.AdmitConn)
-	proxyWait  bool  // accept_proxy: the PROXY header has not been read yet
-	lingering  bool  // our side is shut down; reading what the client still sends, discarding it
+	since      int64         // when the current wait began (idle, head)
+	tphase     uint8         // what timer times
+	closeAfter bool          // close once the current response is written
+	counted    bool          // counted against max_conns_per_client (httpcore.Core.AdmitConn)
+	proxyWait  bool          // accept_proxy: the PROXY header has not been read yet
+	lingering  bool          // our side is shut down; reading what the client still sends, discarding it
+	tls        *tlsconn.Conn // a TLS listener's connection: its records go through crypto/tls
 	gen        uint32
 	prev, next *clientConn
 }
@@ -52,6 +54,7 @@ const (
 	tWrite        // the client does not take its response (idle_timeout)
 	tHedge        // hedge.delay without a response head: send a copy
 	tLinger       // discarding after the response, before the close
+	tGone         // the client closed its side while its request waits (gone.go)
 )
 
 // lingerTime bounds how long a closing connection discards what its client still sends.
@@ -73,6 +76,7 @@ func (c *clientConn) Event(evloop.Events) {
 		return
 	}
 	if c.ex != nil {
+		c.watchGone()
 		c.ex.clientEvent()
 		return
 	}
@@ -119,6 +123,8 @@ func (c *clientConn) Expire(now int64) {
 		}
 	case tLinger:
 		c.close()
+	case tGone:
+		c.gone()
 	}
 }
 
@@ -350,6 +356,9 @@ func (c *clientConn) refuseHead(v verdict, head []byte) {
 	}
 	if l := sh.e.core.AccessLog(); l != nil {
 		method, uri, proto := requestLine(head)
+		if !bytes.Equal(proto, http10) {
+			proto = http11 // the version answered in (a refused 1.2, or no version at all)
+		}
 		var e accesslog.Entry
 		httpcore.FillRefused(&e, c.l.name, c.peer.Addr().Unmap(), method, uri, proto, rx.Reply.Status, rx.Reply.Term)
 		sh.log.add(l, &e)
@@ -560,6 +569,9 @@ func (c *clientConn) close() {
 		sh.e.core.ReleaseConn(c.l.name, c.peer.Addr().Unmap())
 	}
 	c.Shard().Stop(&c.timer)
+	if c.tls != nil {
+		c.tls.Release()
+	}
 	c.FD.Close()
 	c.releaseIn()
 	if c.out != nil {

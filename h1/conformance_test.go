@@ -34,6 +34,9 @@ func TestRequestHeadConformance(t *testing.T) {
 			name = "hedged"
 		}
 		tp := startEngine(t, cfg)
-		t.Run(name, func(t *testing.T) { h1conformance.Run(t, tp.addr, rb) })
+		t.Run(name, func(t *testing.T) { h1conformance.Run(t, tp.exchangeRaw, rb, false) })
 	}
+	rb := h1conformance.NewRawBackend(t)
+	tp := startTLSEngine(t, conformanceConfig(rb.Addr()), nil)
+	t.Run("tls", func(t *testing.T) { h1conformance.Run(t, tp.exchangeRaw, rb, true) })
 }

@@ -143,7 +143,7 @@ func (ex *exchange) start(r *reqHead) {
 		ex.msg.proto = http10
 	}
 	cx := &ex.cx
-	cx.Begin(t, c.l.view(sh, t), &ex.msg, httpcore.Conn{Peer: c.peer.Addr().Unmap()})
+	cx.Begin(t, c.l.view(sh, t), &ex.msg, httpcore.Conn{Peer: c.peer.Addr().Unmap(), TLS: c.tls != nil})
 	route := cx.Route(&ex.msg)
 	if route == nil || !cx.Admit(&ex.msg) { // no route; access control, limits, redirects
 		ex.reply()
@@ -595,6 +595,7 @@ func (a *attempt) send() {
 	ex.reqDone = true
 	bc.arm(bResponse, ex.sh.now+int64(ex.ps.ResponseTimeout))
 	ex.armHedge()
+	ex.c.watchGone() // a client that closed its side with the request
 	if bc.Ready&evloop.Readable != 0 {
 		a.readResponse() // an early response, or a close, already waits
 	}

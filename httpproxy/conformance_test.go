@@ -32,6 +32,8 @@ func TestRequestHeadConformance(t *testing.T) {
 			name = "hedged"
 		}
 		tp := startProxy(t, cfg)
-		t.Run(name, func(t *testing.T) { h1conformance.Run(t, tp.addr, rb) })
+		t.Run(name, func(t *testing.T) {
+			h1conformance.Run(t, func(t testing.TB, raw []byte) []byte { return h1conformance.Exchange(t, tp.addr, raw) }, rb, false)
+		})
 	}
 }

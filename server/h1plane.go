@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
 	"log/slog"
 
 	"ballast/config"
@@ -9,9 +10,10 @@ import (
 	"ballast/httpcore"
 )
 
-// Plain-HTTP listeners (accept_proxy ones included) are served by the event-loop HTTP/1.1
-// engine (package h1); the fasthttp plane (package httpproxy) serves the rest: TLS listeners
-// (and the HTTP/1 connections of h2c ones), and every listener of a configuration that
+// Plain-HTTP and TLS listeners are served by the event-loop HTTP/1.1 engine (package h1; on a
+// TLS listener the connections that negotiate h2 by ALPN go to the HTTP/2 plane); the
+// fasthttp plane (package httpproxy) serves the rest: the HTTP/1 connections of h2c
+// listeners, TLS listeners with accept_proxy, and every listener of a configuration that
 // compresses responses or reaches backends over TLS or HTTP/2, which the engine does not do
 // yet. Both serve from the same HTTP core (routes, policy, the access log, counters).
 // engineServes is the one place the choice is made; off Linux the engine does not exist and
@@ -34,10 +36,23 @@ func engineServes(cfg *config.Config, name string) bool {
 	}
 	for _, l := range cfg.Listeners {
 		if l.Name == name {
-			return l.TLS == nil && !l.H2C
+			// h2c's preface sniffing, and a PROXY header before a TLS handshake, stay with
+			// the front and fasthttp.
+			return !l.H2C && !(l.TLS != nil && l.AcceptProxy)
 		}
 	}
 	return false
+}
+
+// tlsConfig is the TLS configuration of the named listener (following reloads of its
+// certificates), nil when it has none.
+func (f *fronts) tlsConfig(name string) *tls.Config {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if s := f.tls[name]; s != nil {
+		return s.Config()
+	}
+	return nil
 }
 
 // newEngine builds the engine over core; nil where the engine does not run (off Linux), with

@@ -145,6 +145,9 @@ func (p *httpPlane) Serve(listener string, sock Socket) error {
 	p.mu.Lock()
 	if p.engine != nil && engineServes(p.cfg, listener) { // it reads PROXY headers itself
 		p.mu.Unlock()
+		if cfg := p.fronts.tlsConfig(listener); cfg != nil {
+			return p.engine.ServeTLS(listener, ln, cfg, func(c net.Conn) { p.h2.ServeConn(listener, c, true) })
+		}
 		return p.engine.Serve(listener, ln)
 	}
 	for _, l := range p.cfg.Listeners {

@@ -7,18 +7,24 @@ import (
 	"testing"
 )
 
-// Run writes each row of the table to a fresh connection of the listener at addr, whose
-// configuration routes as RouteHost and RoutePrefix say to a pool whose only backend is rb,
-// and checks the client's statuses and every byte rb receives.
-func Run(t *testing.T, addr string, rb *RawBackend) {
+// Run writes each row of the table with xfer (the raw bytes on a fresh connection of the
+// listener under test, its answer up to the close), whose configuration routes as RouteHost
+// and RoutePrefix say to a pool whose only backend is rb, and checks the client's statuses and
+// every byte rb receives; https says the client spoke TLS (the forwarded fields then name
+// https).
+func Run(t *testing.T, xfer func(t testing.TB, raw []byte) []byte, rb *RawBackend, https bool) {
 	for _, tc := range Rows {
 		t.Run(tc.Name, func(t *testing.T) {
-			out := Exchange(t, addr, []byte(tc.Req))
+			out := xfer(t, []byte(tc.Req))
 			got, _ := rb.Take(t)
 			if s := Statuses(out); s != tc.Status {
 				t.Errorf("statuses %q, want %q; response:\n%s", s, tc.Status, out)
 			}
-			if want := strings.ReplaceAll(tc.Backend, "BACKEND", rb.Addr()); string(got) != want {
+			want := strings.ReplaceAll(tc.Backend, "BACKEND", rb.Addr())
+			if https { // the same bytes, with the scheme the client used
+				want = strings.NewReplacer("X-Forwarded-Proto: http\r", "X-Forwarded-Proto: https\r", "proto=http;", "proto=https;", "proto=http\r", "proto=https\r").Replace(want)
+			}
+			if string(got) != want {
 				t.Errorf("backend received:\n%q\nwant:\n%q", got, want)
 			}
 		})
