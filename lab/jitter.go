@@ -55,6 +55,10 @@ type hopSamples struct {
 	// first holds the same for the first requests of the run (one per client connection),
 	// while Ballast is fresh from its start; the main fields hold the rest.
 	first *hopSamples
+	// stalls are the run's flow stalls (flowStalls, since begin) over its span.
+	stalls []stallAt
+	begin  time.Time
+	span   time.Duration
 }
 
 // jitter turns the samples into the model's distributions.
@@ -97,6 +101,9 @@ func (c Calibration) String() string {
 		c.Samples, c.Inversions, c.Jitter)
 	if n := len(c.hops.handoff); n > 0 {
 		s += fmt.Sprintf(" (hand-off: %d requests that waited in the backlog)", n)
+	}
+	if h := c.hops; h.span > 0 {
+		s += fmt.Sprintf("; flow stalls: %d in %.1f s (%s)", len(h.stalls), h.span.Seconds(), sim.DistAt(lengths(h.stalls), sim.TailP))
 	}
 	if c.Slowest != "" {
 		s += "; slowest: " + c.Slowest
@@ -257,6 +264,7 @@ func measureJitter(res *loadgen.Result, arrivals []backend.Arrival, rels []advis
 	var picks []pick
 	waited, handoffs := backlogWaits(res, bySeq, rels, backlog)
 	h.handoff = handoffs
+	h.stalls, h.begin, h.span = flowStalls(res, arrivals, flowStallMin), res.Begin, time.Duration(res.Seconds*float64(time.Second))
 	for _, e := range res.Trace {
 		m, ok := bySeq[e.Index]
 		if !ok || !e.OK {
@@ -472,7 +480,7 @@ func runJitter(ctx context.Context, o Options, r *Report) error {
 	defer func() {
 		stalls, window := probe.Stop()
 		r.Notes = append(r.Notes, fmt.Sprintf("stalls: %d longer than %v in %.1f s (%s): StallRate %.3f", len(stalls), stallThreshold,
-			window.Seconds(), sim.DistOf(stalls, 20), float64(len(stalls))/window.Seconds()))
+			window.Seconds(), sim.DistAt(lengths(stalls), sim.TailP), float64(len(stalls))/window.Seconds()))
 	}()
 	hopRow := func(name string, d sim.Dist) {
 		r.Results = append(r.Results, Result{Algorithm: name,
