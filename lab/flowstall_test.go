@@ -1,6 +1,7 @@
 package lab
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -69,5 +70,28 @@ func TestRunStallsDrawn(t *testing.T) {
 	}
 	if q := js[1].Stall.Quantile(0); q != 5*ms || js[1].Stall.Quantile(1) != 5*ms {
 		t.Errorf("row's run: stalls %v, want the probe's 5ms only", js[1].Stall)
+	}
+}
+
+// TestDisturbedRow checks the stated criterion for a disturbed row: its own flow stalls took a
+// larger share of its run than in every run its range drew from; a miss of it says so.
+func TestDisturbedRow(t *testing.T) {
+	p := newPredictions(Options{})
+	defer p.stopOnce()
+	ms := time.Millisecond
+	p.calibrated("", Calibration{hops: hopSamples{span: time.Second, stalls: []stallAt{{0, 10 * ms}}}})
+	p.measured("", "calm", Calibration{hops: hopSamples{span: time.Second, stalls: []stallAt{{0, 5 * ms}}}})
+	p.measured("", "busy", Calibration{hops: hopSamples{span: time.Second, stalls: []stallAt{{0, 30 * ms}, {100 * ms, 20 * ms}}}})
+	if d := p.disturbed(predJob{label: "calm"}); d != "" {
+		t.Errorf("calm row (0.5%% against the others' 1 and 5%%) called disturbed: %s", d)
+	}
+	d := p.disturbed(predJob{label: "busy"})
+	if !strings.Contains(d, "5.00%") || !strings.Contains(d, "1.00%") {
+		t.Errorf("busy row: %q, want its 5.00%% against at most 1.00%%", d)
+	}
+	row := Result{ThroughputRPS: 90, Predicted: Figures{ThroughputRPS: 100, Range: &FigureRange{ThroughputRPS: [2]float64{95, 105}}}}
+	row.Detail.Disturbed = d
+	if in, judged := judgeRange(Throughput, &row); in || !judged || !strings.Contains(row.Detail.RangeGoal, "disturbed: flow stalls 5.00%") {
+		t.Errorf("judged %v inside %v: %q", judged, in, row.Detail.RangeGoal)
 	}
 }

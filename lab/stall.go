@@ -299,12 +299,48 @@ func (p *predictions) resolve(r *Report) (string, error) {
 		for i := range r.Results {
 			if r.Results[i].Algorithm == job.label {
 				r.Results[i].Predicted = f
+				r.Results[i].Detail.Disturbed = p.disturbed(job)
 			}
 		}
 	}
 	d := sim.DistAt(lengths(stalls), sim.TailP)
 	return fmt.Sprintf("stalls: %d longer than %v seen by the lab process in %.1f s (%.2f/s; %s), %d of them outside the measured runs' flow stalls, drawn by every run of the model; %s; the predictions took %d model runs in %.1f s",
 		len(stalls), stallThreshold, window.Seconds(), float64(len(stalls))/window.Seconds(), d, len(p.probeOutside(stalls)), p.flowNote(), runs, time.Since(began).Seconds()), nil
+}
+
+// stallShare is the share of a measured run's time its flow stalls took.
+func stallShare(h hopSamples) float64 {
+	if h.span <= 0 {
+		return 0
+	}
+	var sum time.Duration
+	for _, s := range h.stalls {
+		sum += s.d
+	}
+	return float64(sum) / float64(h.span)
+}
+
+// disturbed says how the job's own run was disturbed beyond every measured run its prediction
+// draws from ("" when it was not, or when the row has no run of its own on record): its flow
+// stalls took a larger share of its time than in any of them.
+func (p *predictions) disturbed(job predJob) string {
+	own, ok := p.rows[job.group][job.label]
+	if !ok || own.span <= 0 {
+		return ""
+	}
+	most := 0.0
+	for _, h := range p.cal[job.group] {
+		most = max(most, stallShare(h))
+	}
+	for l, h := range p.rows[job.group] {
+		if l != job.label {
+			most = max(most, stallShare(h))
+		}
+	}
+	if x := stallShare(own); x > most {
+		return fmt.Sprintf("flow stalls %.2f%% of its run, more than in every run its range drew from (at most %.2f%%)", 100*x, 100*most)
+	}
+	return ""
 }
 
 // flowNote summarises the flow stalls of the measured runs.
