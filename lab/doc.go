@@ -20,9 +20,11 @@
 // sim) runs the row's scenario with Options.Runs seeds, each drawing the delays measured in the
 // same scenario (jitter.go: a calibration run of the scenario's load timed on the load
 // generator's, the backends' and Ballast's clocks, and the other traced rows; stall.go: the
-// lab process's stalls), and the figures are the runs' medians with "range": {"makespan_s":
+// lab process's stalls; flowstall.go: each traced run's stalls of the path through Ballast),
+// and the figures are the runs' medians with "range": {"makespan_s":
 // [min, max], "throughput_rps": [min, max], "split_pct": ..., "runs": n}. Each row's goal is its
-// measured figure inside its range (Detail.RangeGoal states it with the width). Those scenarios
+// measured figure inside its range (Detail.RangeGoal states it with the width, and
+// Detail.Disturbed a row whose own flow stalls exceeded those of every run its range drew from). Those scenarios
 // also run the advise check (advisecheck.go, Report.Advise): advise's best choice is measured
 // against the scenario's goal and its range for the seed's method against that row. `jitter`
 // measures the calibrations alone (the profiles of sim/profiles_data.go).

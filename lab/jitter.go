@@ -55,6 +55,10 @@ type hopSamples struct {
 	// first holds the same for the first requests of the run (one per client connection),
 	// while Ballast is fresh from its start; the main fields hold the rest.
 	first *hopSamples
+	// stalls are the run's flow stalls (flowStalls, since begin) over its span.
+	stalls []stallAt
+	begin  time.Time
+	span   time.Duration
 }
 
 // jitter turns the samples into the model's distributions.
@@ -97,6 +101,9 @@ func (c Calibration) String() string {
 		c.Samples, c.Inversions, c.Jitter)
 	if n := len(c.hops.handoff); n > 0 {
 		s += fmt.Sprintf(" (hand-off: %d requests that waited in the backlog)", n)
+	}
+	if h := c.hops; h.span > 0 {
+		s += fmt.Sprintf("; flow stalls: %d in %.1f s (%s)", len(h.stalls), h.span.Seconds(), sim.DistAt(lengths(h.stalls), sim.TailP))
 	}
 	if c.Slowest != "" {
 		s += "; slowest: " + c.Slowest
@@ -257,6 +264,7 @@ func measureJitter(res *loadgen.Result, arrivals []backend.Arrival, rels []advis
 	var picks []pick
 	waited, handoffs := backlogWaits(res, bySeq, rels, backlog)
 	h.handoff = handoffs
+	h.stalls, h.begin, h.span = flowStalls(res, arrivals, flowStallMin), res.Begin, time.Duration(res.Seconds*float64(time.Second))
 	for _, e := range res.Trace {
 		m, ok := bySeq[e.Index]
 		if !ok || !e.OK {
@@ -435,6 +443,22 @@ func variableCalibration(o Options) calSetup {
 		loadgen.Options{N: 50, C: 10, URLSuffixes: waitSuffixes(o)}}
 }
 
+// backlogCalibrations are the variable-cost load through Ballast's central backlog
+// (max_conns 4, as its backlog rows), with each backlog row's balancer: ten clients for eight
+// slots, so that requests wait and are handed slots. They give the hand-off alone (the other
+// hops of a run whose dispatches hold backlog waits are not a profile's), pooled into
+// ProfileFreshOrdered's Handoff.
+func backlogCalibrations(o Options) []calSetup {
+	var out []calSetup
+	for _, alg := range []string{"byrequests", "sqf"} {
+		c := variableCalibration(o)
+		c.profile = sim.ProfileFreshOrdered + " (backlog, " + alg + ")"
+		c.spec = PoolSpec{Balancer: alg, MaxConns: 4, MaxQueue: 100}
+		out = append(out, c)
+	}
+	return out
+}
+
 // run measures the setup.
 func (c calSetup) run(ctx context.Context, o Options) (Calibration, error) {
 	cal, err := calibrate(ctx, o, c.spec, c.cfgs, c.load)
@@ -447,7 +471,8 @@ func (c calSetup) run(ctx context.Context, o Options) (Calibration, error) {
 
 // runJitter measures every calibration of the seed scenarios on its own: one row per hop of
 // each, with its median and 99th percentile in the p50 and p99 columns, and the profile as
-// sim/profiles.go holds it in the notes.
+// sim/profiles.go holds it in the notes. The backlog calibrations come first and give only
+// their hand-offs, which the fresh-ordered profile (the variable-cost load's) draws.
 func runJitter(ctx context.Context, o Options, r *Report) error {
 	r.Metric = Makespan
 	r.Ideal = "none: these are the delays the model draws"
@@ -455,21 +480,41 @@ func runJitter(ctx context.Context, o Options, r *Report) error {
 	defer func() {
 		stalls, window := probe.Stop()
 		r.Notes = append(r.Notes, fmt.Sprintf("stalls: %d longer than %v in %.1f s (%s): StallRate %.3f", len(stalls), stallThreshold,
-			window.Seconds(), sim.DistOf(stalls, 20), float64(len(stalls))/window.Seconds()))
+			window.Seconds(), sim.DistAt(lengths(stalls), sim.TailP), float64(len(stalls))/window.Seconds()))
 	}()
+	hopRow := func(name string, d sim.Dist) {
+		r.Results = append(r.Results, Result{Algorithm: name,
+			P50Ms: float64(d.Quantile(.5)) / 1e6, P99Ms: float64(d.Quantile(.99)) / 1e6, Split: map[string]int64{}})
+	}
+	var handoffs []time.Duration
+	for _, s := range backlogCalibrations(o) {
+		cal, err := s.run(ctx, o)
+		if err != nil {
+			return err
+		}
+		if len(cal.hops.handoff) == 0 {
+			return fmt.Errorf("jitter calibration (%s): no request waited in the backlog", s.profile)
+		}
+		handoffs = append(handoffs, cal.hops.handoff...)
+		hopRow(s.profile+": hand-off", cal.Jitter.Handoff)
+		r.Notes = append(r.Notes, fmt.Sprintf("%s: %d requests waited in the backlog, hand-off %s", s.profile, len(cal.hops.handoff), cal.Jitter.Handoff))
+	}
 	for _, s := range append(heteroCalibrations(), slowCalibration(o), variableCalibration(o)) {
 		cal, err := s.run(ctx, o)
 		if err != nil {
 			return err
 		}
 		j := cal.Jitter
+		if s.profile == sim.ProfileFreshOrdered {
+			j.Handoff = sim.DistAt(handoffs, sim.TailP)
+			j.Source += fmt.Sprintf("; hand-off of %d requests that waited in the backlog (max_conns 4, byrequests and sqf)", len(handoffs))
+		}
 		for _, h := range []struct {
 			name string
 			d    sim.Dist
 		}{{"send", j.Send}, {"to pick", j.ToPick}, {"forward", j.Forward}, {"connect", j.Connect},
 			{"overshoot", j.Overshoot}, {"return", j.Return}, {"deliver", j.Deliver}} {
-			r.Results = append(r.Results, Result{Algorithm: s.profile + ": " + h.name,
-				P50Ms: float64(h.d.Quantile(.5)) / 1e6, P99Ms: float64(h.d.Quantile(.99)) / 1e6, Split: map[string]int64{}})
+			hopRow(s.profile+": "+h.name, h.d)
 		}
 		r.Notes = append(r.Notes, s.profile+": "+cal.String(), s.profile+" as Go: "+profileGo(j))
 	}
@@ -492,8 +537,12 @@ func profileGo(j *sim.Jitter) string {
 	if h := j.First; h != nil {
 		first = fmt.Sprintf("&Hops{Send: %s, ToPick: %s, Forward: %s, Return: %s, Deliver: %s}", d(h.Send), d(h.ToPick), d(h.Forward), d(h.Return), d(h.Deliver))
 	}
-	return fmt.Sprintf("&Jitter{Send: %s, ToPick: %s, Forward: %s, Connect: %s, Overshoot: %s, Return: %s, Deliver: %s, First: %s, OneSender: %v, Source: %q}",
-		d(j.Send), d(j.ToPick), d(j.Forward), d(j.Connect), d(j.Overshoot), d(j.Return), d(j.Deliver), first, j.OneSender, j.Source)
+	handoff := ""
+	if !j.Handoff.IsZero() {
+		handoff = ", Handoff: " + d(j.Handoff)
+	}
+	return fmt.Sprintf("&Jitter{Send: %s, ToPick: %s, Forward: %s, Connect: %s, Overshoot: %s, Return: %s, Deliver: %s%s, First: %s, OneSender: %v, Source: %q}",
+		d(j.Send), d(j.ToPick), d(j.Forward), d(j.Connect), d(j.Overshoot), d(j.Return), d(j.Deliver), handoff, first, j.OneSender, j.Source)
 }
 
 // matchTolerance is how far the two processes' clocks may disagree when one interval must

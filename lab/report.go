@@ -102,6 +102,10 @@ type Detail struct {
 	// range's width (rows with a range only); InRange is the verdict alone.
 	RangeGoal string `json:"range_goal,omitempty"`
 	InRange   *bool  `json:"in_range,omitempty"`
+	// Disturbed, when set, says how the row's own run was disturbed beyond every measured run
+	// its prediction drew from (its flow stalls took a larger share of its time than in any of
+	// them): a miss of such a row is stated as disturbed, and still counted as a miss.
+	Disturbed string `json:"disturbed,omitempty"`
 	// Jitter is the delays measured on this row's own requests (seed 001's rows), to hold
 	// against the calibration the prediction drew from.
 	Jitter string `json:"jitter,omitempty"`
@@ -347,6 +351,9 @@ func judgeRange(m Metric, row *Result) (inside, judged bool) {
 	default:
 		row.Detail.RangeGoal = "yes, " + w
 		inside = true
+	}
+	if !inside && row.Detail.Disturbed != "" {
+		row.Detail.RangeGoal += "; disturbed: " + row.Detail.Disturbed
 	}
 	row.Detail.InRange = &inside
 	return inside, true

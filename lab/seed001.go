@@ -171,17 +171,23 @@ func msDuration(ms float64) time.Duration { return time.Duration(ms * float64(ti
 
 // rangeNote counts the rows measured inside their predicted range.
 func rangeNote(r *Report) string {
-	in, n := 0, 0
+	in, n, disturbed := 0, 0, 0
 	for i := range r.Results {
 		if ok, judged := judgeRange(r.Metric, &r.Results[i]); judged {
 			n++
 			if ok {
 				in++
+			} else if r.Results[i].Detail.Disturbed != "" {
+				disturbed++
 			}
 		}
 	}
-	return fmt.Sprintf("%d of %d rows measured inside the predicted range (the goal: all); each range is the model's smallest and largest figure over %d runs with different seeds, each run drawing every request's delays from those measured in this scenario (the jitter notes) and the stalls",
-		in, n, runsOf(r))
+	dist := ""
+	if disturbed > 0 {
+		dist = fmt.Sprintf(" (%d of the %d outside ran disturbed: flow stalls took a larger share of their time than in any measured run their range drew from)", disturbed, n-in)
+	}
+	return fmt.Sprintf("%d of %d rows measured inside the predicted range (the goal: all)%s; each range is the model's smallest and largest figure over %d runs with different seeds, each run drawing every request's delays from those measured in this scenario (the jitter notes) and the stalls",
+		in, n, dist, runsOf(r))
 }
 
 func runsOf(r *Report) int {

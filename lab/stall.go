@@ -29,7 +29,7 @@ type stallProbe struct {
 	begin      time.Time
 
 	mu     sync.Mutex
-	stalls []time.Duration
+	stalls []stallAt // since begin
 	window time.Duration
 }
 
@@ -51,7 +51,7 @@ func (p *stallProbe) loop() {
 		case now := <-t.C:
 			if late := now.Sub(last) - stallTick; late > stallThreshold {
 				p.mu.Lock()
-				p.stalls = append(p.stalls, late)
+				p.stalls = append(p.stalls, stallAt{now.Sub(p.begin) - late, late})
 				p.mu.Unlock()
 			}
 			last = time.Now()
@@ -60,15 +60,15 @@ func (p *stallProbe) loop() {
 	}
 }
 
-// Snapshot returns the stalls seen so far and how long the probe has watched.
-func (p *stallProbe) Snapshot() ([]time.Duration, time.Duration) {
+// Snapshot returns the stalls seen so far (since the probe's begin) and how long it has watched.
+func (p *stallProbe) Snapshot() ([]stallAt, time.Duration) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return slices.Clone(p.stalls), time.Since(p.begin)
 }
 
 // Stop ends the probe; it returns the stalls it saw and how long it watched.
-func (p *stallProbe) Stop() ([]time.Duration, time.Duration) {
+func (p *stallProbe) Stop() ([]stallAt, time.Duration) {
 	close(p.stop)
 	<-p.done
 	p.mu.Lock()
@@ -77,15 +77,67 @@ func (p *stallProbe) Stop() ([]time.Duration, time.Duration) {
 	return p.stalls, p.window
 }
 
-// withStalls returns j with the stalls seen over window: their rate and lengths.
-func withStalls(j *sim.Jitter, stalls []time.Duration, window time.Duration) *sim.Jitter {
+// lengths returns the stalls' lengths.
+func lengths(ss []stallAt) []time.Duration {
+	out := make([]time.Duration, len(ss))
+	for i, x := range ss {
+		out[i] = x.d
+	}
+	return out
+}
+
+// withStalls returns j with the stalls a model run draws: those seen by the lab's probe over
+// window (probe), which no traced run's flow stalls cover (they would be counted twice), and
+// the flow stalls of the measured run j was drawn from (h, over its span). The rate is the two
+// rates' sum, the lengths those of both, kept at sim.TailP: one stall of a hundred milliseconds
+// among hundreds of a millisecond or two stays that rare.
+func withStalls(j *sim.Jitter, h hopSamples, probe []stallAt, window time.Duration) *sim.Jitter {
 	c := *j
 	c.StallRate, c.Stall = 0, sim.Dist{}
-	if len(stalls) > 0 && window > 0 {
-		c.StallRate = float64(len(stalls)) / window.Seconds()
-		c.Stall = sim.DistOf(stalls, 20)
+	all := lengths(probe)
+	if len(probe) > 0 && window > 0 {
+		c.StallRate = float64(len(probe)) / window.Seconds()
+	}
+	if len(h.stalls) > 0 && h.span > 0 {
+		c.StallRate += float64(len(h.stalls)) / h.span.Seconds()
+		all = append(all, lengths(h.stalls)...)
+	}
+	if c.StallRate > 0 {
+		c.Stall = sim.DistAt(all, sim.TailP)
 	}
 	return &c
+}
+
+// probeOutside returns the probe's stalls (since its begin) that overlap no flow stall of the
+// measured runs.
+func (p *predictions) probeOutside(stalls []stallAt) []stallAt {
+	type window struct{ from, to time.Time }
+	var flows []window
+	add := func(h hopSamples) {
+		for _, s := range h.stalls {
+			from := h.begin.Add(s.at)
+			flows = append(flows, window{from, from.Add(s.d)})
+		}
+	}
+	for _, hs := range p.cal {
+		for _, h := range hs {
+			add(h)
+		}
+	}
+	for _, rows := range p.rows {
+		for _, h := range rows {
+			add(h)
+		}
+	}
+	var out []stallAt
+	for _, s := range stalls {
+		from := p.probe.begin.Add(s.at)
+		to := from.Add(s.d)
+		if !slices.ContainsFunc(flows, func(w window) bool { return from.Before(w.to) && w.from.Before(to) }) {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 // predictions defers a scenario's model runs to its end, when the stall probe has watched
@@ -102,7 +154,7 @@ type predictions struct {
 	handoffs map[string]map[string][]time.Duration
 
 	once   sync.Once
-	stalls []time.Duration
+	stalls []stallAt
 	window time.Duration
 }
 
@@ -146,16 +198,18 @@ func (p *predictions) addScaled(label, group string, sc sim.Scenario, alg string
 }
 
 // jitters are what the row labelled label draws: one jitter per measured run of its group,
-// its calibrations' and every other traced row's (never its own), each with the scenario's
-// stalls. A model run takes one of them whole, so that delays which go together in a real
-// run (the machine busier during one row than another) go together in the model too; only
-// the backlog hand-offs are pooled, those of the group's backlog rows but the job's own, since
+// its calibrations' and every other traced row's (never its own), each with the stalls the lab
+// probe saw over window (stalls, which no run's flow stalls cover) and the flow stalls of that
+// run. A model run takes one of them whole, so that delays which go together in a real run
+// (the machine busier during one row than another) go together in the model too; only the
+// backlog hand-offs are pooled, those of the group's backlog rows but the job's own, since
 // only those rows measure one (a model run without a backlog never draws it).
-func (p *predictions) jitters(job predJob, stalls []time.Duration, window time.Duration) []*sim.Jitter {
+func (p *predictions) jitters(job predJob, stalls []stallAt, window time.Duration) []*sim.Jitter {
 	var out []*sim.Jitter
 	handoffs := p.handoffsFor(job)
+	stalls = p.probeOutside(stalls)
 	for _, h := range p.cal[job.group] {
-		out = append(out, withHandoff(withStalls(h.jitter(), stalls, window), handoffs))
+		out = append(out, withHandoff(withStalls(h.jitter(), h, stalls, window), handoffs))
 	}
 	labels := make([]string, 0, len(p.rows[job.group]))
 	for l := range p.rows[job.group] {
@@ -164,7 +218,8 @@ func (p *predictions) jitters(job predJob, stalls []time.Duration, window time.D
 	slices.Sort(labels) // the same order every time
 	for _, l := range labels {
 		if l != job.label {
-			out = append(out, withHandoff(withStalls(p.rows[job.group][l].jitter(), stalls, window), handoffs))
+			h := p.rows[job.group][l]
+			out = append(out, withHandoff(withStalls(h.jitter(), h, stalls, window), handoffs))
 		}
 	}
 	return out
@@ -205,7 +260,7 @@ func withHandoff(j *sim.Jitter, sample []time.Duration) *sim.Jitter {
 }
 
 // stop ends the probe; later calls return what the first saw.
-func (p *predictions) stop() ([]time.Duration, time.Duration) {
+func (p *predictions) stop() ([]stallAt, time.Duration) {
 	p.once.Do(func() { p.stalls, p.window = p.probe.Stop() })
 	return p.stalls, p.window
 }
@@ -244,10 +299,76 @@ func (p *predictions) resolve(r *Report) (string, error) {
 		for i := range r.Results {
 			if r.Results[i].Algorithm == job.label {
 				r.Results[i].Predicted = f
+				r.Results[i].Detail.Disturbed = p.disturbed(job)
 			}
 		}
 	}
-	d := sim.DistOf(stalls, 20)
-	return fmt.Sprintf("stalls: %d longer than %v seen by the lab process in %.1f s (%.2f/s; %s), drawn by every run of the model; the predictions took %d model runs in %.1f s",
-		len(stalls), stallThreshold, window.Seconds(), float64(len(stalls))/window.Seconds(), d, runs, time.Since(began).Seconds()), nil
+	d := sim.DistAt(lengths(stalls), sim.TailP)
+	return fmt.Sprintf("stalls: %d longer than %v seen by the lab process in %.1f s (%.2f/s; %s), %d of them outside the measured runs' flow stalls, drawn by every run of the model; %s; the predictions took %d model runs in %.1f s",
+		len(stalls), stallThreshold, window.Seconds(), float64(len(stalls))/window.Seconds(), d, len(p.probeOutside(stalls)), p.flowNote(), runs, time.Since(began).Seconds()), nil
+}
+
+// stallShare is the share of a measured run's time its flow stalls took.
+func stallShare(h hopSamples) float64 {
+	if h.span <= 0 {
+		return 0
+	}
+	var sum time.Duration
+	for _, s := range h.stalls {
+		sum += s.d
+	}
+	return float64(sum) / float64(h.span)
+}
+
+// disturbed says how the job's own run was disturbed beyond every measured run its prediction
+// draws from ("" when it was not, or when the row has no run of its own on record): its flow
+// stalls took a larger share of its time than in any of them.
+func (p *predictions) disturbed(job predJob) string {
+	own, ok := p.rows[job.group][job.label]
+	if !ok || own.span <= 0 {
+		return ""
+	}
+	most := 0.0
+	for _, h := range p.cal[job.group] {
+		most = max(most, stallShare(h))
+	}
+	for l, h := range p.rows[job.group] {
+		if l != job.label {
+			most = max(most, stallShare(h))
+		}
+	}
+	if x := stallShare(own); x > most {
+		return fmt.Sprintf("flow stalls %.2f%% of its run, more than in every run its range drew from (at most %.2f%%)", 100*x, 100*most)
+	}
+	return ""
+}
+
+// flowNote summarises the flow stalls of the measured runs.
+func (p *predictions) flowNote() string {
+	var all []time.Duration
+	lo, hi, n := 0.0, 0.0, 0
+	add := func(h hopSamples) {
+		if h.span <= 0 {
+			return
+		}
+		r := float64(len(h.stalls)) / h.span.Seconds()
+		if n == 0 || r < lo {
+			lo = r
+		}
+		hi = max(hi, r)
+		n++
+		all = append(all, lengths(h.stalls)...)
+	}
+	for _, hs := range p.cal {
+		for _, h := range hs {
+			add(h)
+		}
+	}
+	for _, rows := range p.rows {
+		for _, h := range rows {
+			add(h)
+		}
+	}
+	return fmt.Sprintf("flow stalls of at least %v (nothing came out of Ballast while it held a request or a response, or nothing happened in the lab while a backend's response was overdue) in the %d measured runs: %.2f to %.2f/s (%s), each model run drawing those of the measured run it takes",
+		flowStallMin, n, lo, hi, sim.DistAt(all, sim.TailP))
 }

@@ -347,3 +347,36 @@ func TestBacklogHandoff(t *testing.T) {
 		t.Errorf("makespan range %+v s, want inside [0.043, 0.049] and not a point", rg.MakespanS)
 	}
 }
+
+// TestProfilesDrawTheHandoff checks that the profile of every catalogue scenario with a
+// backlog draws the hand-off the lab measured (`ballast lab jitter`'s backlog calibrations),
+// and that it lengthens that scenario's backlog chain: the same seeds without it finish sooner.
+func TestProfilesDrawTheHandoff(t *testing.T) {
+	n := 0
+	for _, sc := range Scenarios() {
+		if sc.MaxQueue == 0 {
+			continue
+		}
+		n++
+		j := Profile(sc.Profile)
+		if j == nil || j.Handoff.IsZero() {
+			t.Fatalf("%s: profile %q draws no hand-off", sc.Name, sc.Profile)
+		}
+		bare := *j
+		bare.Handoff = Dist{}
+		with, err := RunRangeOf(sc, "sqf", 20, func(_ int, s *Scenario) { s.Jitter = j })
+		if err != nil {
+			t.Fatal(err)
+		}
+		without, err := RunRangeOf(sc, "sqf", 20, func(_ int, s *Scenario) { s.Jitter = &bare })
+		if err != nil {
+			t.Fatal(err)
+		}
+		if with.MakespanS.Median <= without.MakespanS.Median {
+			t.Errorf("%s: median makespan %.4f s with the hand-off, %.4f s without", sc.Name, with.MakespanS.Median, without.MakespanS.Median)
+		}
+	}
+	if n == 0 {
+		t.Fatal("no catalogue scenario has a backlog")
+	}
+}

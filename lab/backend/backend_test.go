@@ -6,7 +6,6 @@ import (
 	"math"
 	"net"
 	"net/http"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -110,9 +109,7 @@ func capacityRun(t *testing.T) (float64, bool) {
 	close(go1)
 	wg.Wait()
 	in := s.insts[0]
-	in.fifo.mu.Lock() // orders the handlers' writes of vfree (each releases under this lock)
-	vend := slices.Max(in.vfree)
-	in.fifo.mu.Unlock()
+	vend := in.fifo.lastFree()
 	t.Logf("backend's virtual makespan %v", time.Duration(vend-vbegin))
 	elapsed := time.Since(begin)
 	if failed.Load() != 0 {
@@ -440,18 +437,21 @@ func FuzzParsePorts(f *testing.F) {
 func TestFIFOUnit(t *testing.T) {
 	f := newFIFO(2)
 	var w atomic.Int64
-	a, qa := f.acquire(&w)
-	b, qb := f.acquire(&w)
-	if a == b || qa || qb {
-		t.Fatalf("two holders of slot %d", a)
+	clock := func(t int64) func() int64 { return func() int64 { return t } }
+	a, _, sa, qa := f.acquire(&w, clock(100), 50)
+	b, _, sb, qb := f.acquire(&w, clock(110), 500)
+	if a == b || qa || qb || sa != 100 || sb != 110 {
+		t.Fatalf("slots %d, %d starting at %d, %d (queued %v %v): want two slots starting on arrival", a, b, sa, sb, qa, qb)
 	}
-	got := make(chan int, 1)
+	type got struct {
+		slot   int
+		start  int64
+		queued bool
+	}
+	ch := make(chan got, 1)
 	go func() {
-		s, queued := f.acquire(&w)
-		if !queued {
-			s = -1
-		}
-		got <- s
+		s, _, start, queued := f.acquire(&w, clock(120), 10)
+		ch <- got{s, start, queued}
 	}()
 	for i := 0; w.Load() != 1; i++ {
 		if i > 10000 {
@@ -459,9 +459,19 @@ func TestFIFOUnit(t *testing.T) {
 		}
 		time.Sleep(time.Millisecond)
 	}
-	f.release(b)
-	if s := <-got; s != b {
-		t.Errorf("waiter got slot %d, want the released %d", s, b)
+	// b's worker (free at 610) is released first, while a's (free at 150) is still held past
+	// its deadline: the waiter gets the slot released and a's free time, 150.
+	f.release(b, 700)
+	g := <-ch
+	if g.slot != b || !g.queued || g.start != 150 {
+		t.Errorf("waiter got slot %d starting at %d (queued %v), want the released %d starting at 150", g.slot, g.start, g.queued, b)
+	}
+	f.release(a, 710)
+	if s, _, start, queued := f.acquire(&w, clock(720), 10); s != a || queued || start != 720 {
+		t.Errorf("newcomer got slot %d starting at %d (queued %v), want %d on arrival at 720", s, start, queued, a)
+	}
+	if last := f.lastFree(); last != 730 {
+		t.Errorf("last free time %d, want 730", last)
 	}
 }
 
@@ -470,7 +480,7 @@ func BenchmarkHandler(b *testing.B) {
 	c, _ := Config{Workers: 4}.withDefaults()
 	s := newServer()
 	in := &instance{s: s, cfg: c, name: []byte("b"), body: makeBody(44), fifo: newFIFO(4),
-		vfree: make([]int64, 4), timers: make([]*time.Timer, 4), base: time.Now(), smp: newSampler(c)}
+		timers: make([]*time.Timer, 4), base: time.Now(), smp: newSampler(c)}
 	for i := range in.timers {
 		in.timers[i] = time.NewTimer(time.Hour)
 		in.timers[i].Stop()

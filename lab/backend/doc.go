@@ -8,8 +8,8 @@
 // order. Each request's service time is fixed, drawn from a distribution whose mean is
 // Config.Service, or taken from the request (?wait=SECONDS or ?ms=MILLISECONDS). Service is
 // scheduled in virtual time: a request that finds a worker free starts on arrival; one that
-// had to queue starts at the moment its worker became free in virtual time (at most 1 s in the
-// past); either ends at that start plus its service time, an absolute deadline, and the
+// had to queue starts at the moment the earliest worker became free in virtual time (not
+// before its arrival, at most 1 s in the past), whichever worker's timer fired first; either ends at that start plus its service time, an absolute deadline, and the
 // response is written as soon as the real clock passes it. Timer overshoot (about 1 ms for
 // Go's sleeps) and scheduling stalls therefore delay single responses but never accumulate:
 // a saturated backend completes exactly K requests per service time.

@@ -113,7 +113,6 @@ type instance struct {
 	ln     net.Listener
 	srv    *fasthttp.Server
 	fifo   *fifo
-	vfree  []int64       // per worker slot: when it becomes free, in virtual ns since base
 	timers []*time.Timer // per worker slot, reused so that waiting allocates nothing
 	base   time.Time
 	served atomic.Uint64 // requests received, numbering them for Fails
@@ -190,7 +189,6 @@ func (s *Server) start(ln net.Listener, c Config, name string) {
 		body:   makeBody(c.Body),
 		ln:     ln,
 		fifo:   newFIFO(c.Workers),
-		vfree:  make([]int64, c.Workers),
 		timers: make([]*time.Timer, c.Workers),
 		base:   time.Now(),
 		smp:    newSampler(c),
@@ -361,7 +359,6 @@ func resetConn(c net.Conn) {
 func noHijack(net.Conn) {}
 
 func (in *instance) handle(ctx *fasthttp.RequestCtx) {
-	arrival := in.now()
 	tr := in.s.trace.Load()
 	st := &in.s.st
 	st.requests.Add(1)
@@ -375,27 +372,22 @@ func (in *instance) handle(ctx *fasthttp.RequestCtx) {
 	}
 	d := in.serviceTime(ctx)
 
-	slot, queued := in.fifo.acquire(&st.waiting)
+	// A request that found its worker free starts on arrival. One that had to queue starts
+	// when the earliest worker became free in virtual time, even if the real clock is later
+	// (timers fire late, the machine stalls): the backend was saturated all along, so it owes
+	// the time (fifo.acquire; the credit is capped).
+	slot, arrival, start, queued := in.fifo.acquire(&st.waiting, in.now, int64(d))
 	st.inService.Add(1)
 	if in.onStart != nil {
 		in.onStart(ctx)
 	}
-	// A request that found its worker free starts on arrival. One that had to queue starts
-	// when its worker became free in virtual time, even if the real clock is later (timers
-	// fire late, the machine stalls): the backend was saturated all along, so it owes the
-	// time. The credit is capped so that a long stall (a stopped process) is not repaid by a
-	// burst of instant answers.
-	start := max(arrival, in.vfree[slot])
-	if queued {
-		start = max(in.vfree[slot], in.now()-int64(maxCredit))
-	} else {
+	if !queued {
 		st.direct.Add(1)
 	}
 	deadline := start + int64(d)
-	in.vfree[slot] = deadline
 	in.wait(slot, deadline)
 	st.inService.Add(-1)
-	in.fifo.release(slot)
+	in.fifo.release(slot, in.now())
 	if tr != nil {
 		in.record(tr, ctx, arrival, start, d, queued)
 	}

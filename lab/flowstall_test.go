@@ -1,0 +1,97 @@
+package lab
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"ballast/lab/backend"
+	"ballast/lab/loadgen"
+)
+
+// TestFlowStalls builds the two clocks of five requests: one held in Ballast for 4 ms while
+// another's response waited there too (a flow stall from the first one's send), one served 10 ms
+// by its backend (no stall: the backend's own time), one whose response left 0.9 ms late (the
+// timer grain, no stall), one whose response left 5 ms late with nothing else happening (the
+// lab stalled from a millisecond after it was due), and one forwarded in 0.5 ms.
+func TestFlowStalls(t *testing.T) {
+	begin := time.Now()
+	ms := func(x float64) time.Duration { return time.Duration(x * float64(time.Millisecond)) }
+	res := &loadgen.Result{Begin: begin, Seconds: 0.06}
+	var arr []backend.Arrival
+	add := func(i int64, sent, arrived, service, done, got float64) {
+		res.Trace = append(res.Trace, loadgen.Event{Index: i, Start: int64(ms(sent)), Sent: int64(ms(sent)), Done: int64(ms(got)), OK: true})
+		arr = append(arr, backend.Arrival{Seq: i, Arrived: begin.Add(ms(arrived)), Started: begin.Add(ms(arrived)),
+			Service: ms(service), Done: begin.Add(ms(done))})
+	}
+	add(1, 8.9, 9.0, 2, 11.0, 14.1)    // its response waits in Ballast from 11 ms
+	add(0, 10.0, 14.0, 0, 14.0, 14.2)  // held 4 ms on its way to the backend
+	add(2, 20.0, 20.1, 10, 30.1, 30.3) // served 10 ms
+	add(3, 39.0, 39.1, 0.9, 40.9, 41.0)
+	add(4, 49.0, 49.1, 0.9, 55.0, 55.1) // due at 50 ms, written at 55
+	add(5, 57.0, 57.5, 0, 57.5, 57.6)
+	got := flowStalls(res, arr, flowStallMin)
+	want := []stallAt{{ms(10), ms(4)}, {ms(51), ms(4)}}
+	if len(got) != len(want) {
+		t.Fatalf("stalls %v, want %v", got, want)
+	}
+	for i := range want {
+		if d := got[i].at - want[i].at; d < -time.Microsecond || d > time.Microsecond || got[i].d-want[i].d > time.Microsecond || want[i].d-got[i].d > time.Microsecond {
+			t.Errorf("stall %d: %v for %v, want %v for %v", i, got[i].at, got[i].d, want[i].at, want[i].d)
+		}
+	}
+}
+
+// TestRunStallsDrawn checks what a model run draws: the flow stalls of the measured run it
+// takes, over that run's span, and the probe's stalls over its window, but not a probe stall
+// that a flow stall of some measured run covers (it would count twice).
+func TestRunStallsDrawn(t *testing.T) {
+	p := newPredictions(Options{})
+	defer p.stopOnce()
+	t0 := p.probe.begin
+	ms := time.Millisecond
+	// The calibration ran from t0+1s for 2 s with one flow stall at 1.5 s; the row from t0+4s
+	// for 4 s with none.
+	p.calibrated("", Calibration{hops: hopSamples{begin: t0.Add(time.Second), span: 2 * time.Second, stalls: []stallAt{{1500 * ms, 20 * ms}}}})
+	p.measured("", "row", Calibration{hops: hopSamples{begin: t0.Add(4 * time.Second), span: 4 * time.Second}})
+	probe := []stallAt{{2505 * ms, 10 * ms}, {9 * time.Second, 5 * ms}} // inside the calibration's flow stall, and outside
+	js := p.jitters(predJob{label: "other"}, probe, 10*time.Second)
+	if len(js) != 2 {
+		t.Fatalf("%d jitters, want 2", len(js))
+	}
+	if r := js[0].StallRate; r < 0.6-1e-9 || r > 0.6+1e-9 {
+		t.Errorf("calibration's run: stall rate %v, want 0.1/s (the probe's outside) + 0.5/s (its own)", r)
+	}
+	if r := js[1].StallRate; r < 0.1-1e-9 || r > 0.1+1e-9 {
+		t.Errorf("row's run: stall rate %v, want the probe's 0.1/s", r)
+	}
+	if q := js[0].Stall.Quantile(1); q != 20*ms {
+		t.Errorf("calibration's run: longest stall %v, want its own 20ms", q)
+	}
+	if q := js[1].Stall.Quantile(0); q != 5*ms || js[1].Stall.Quantile(1) != 5*ms {
+		t.Errorf("row's run: stalls %v, want the probe's 5ms only", js[1].Stall)
+	}
+}
+
+// TestDisturbedRow checks the stated criterion for a disturbed row: its own flow stalls took a
+// larger share of its run than in every run its range drew from; a miss of it says so.
+func TestDisturbedRow(t *testing.T) {
+	p := newPredictions(Options{})
+	defer p.stopOnce()
+	ms := time.Millisecond
+	p.calibrated("", Calibration{hops: hopSamples{span: time.Second, stalls: []stallAt{{0, 10 * ms}}}})
+	p.measured("", "calm", Calibration{hops: hopSamples{span: time.Second, stalls: []stallAt{{0, 5 * ms}}}})
+	p.measured("", "busy", Calibration{hops: hopSamples{span: time.Second, stalls: []stallAt{{0, 30 * ms}, {100 * ms, 20 * ms}}}})
+	if d := p.disturbed(predJob{label: "calm"}); d != "" {
+		t.Errorf("calm row (0.5%% against the others' 1 and 5%%) called disturbed: %s", d)
+	}
+	d := p.disturbed(predJob{label: "busy"})
+	if !strings.Contains(d, "5.00%") || !strings.Contains(d, "1.00%") {
+		t.Errorf("busy row: %q, want its 5.00%% against at most 1.00%%", d)
+	}
+	row := Result{ThroughputRPS: 90, Predicted: Figures{ThroughputRPS: 100, Range: &FigureRange{ThroughputRPS: [2]float64{95, 105}}}}
+	row.Detail.Disturbed = d
+	if in, judged := judgeRange(Throughput, &row); in || !judged || !strings.Contains(row.Detail.RangeGoal, "disturbed: flow stalls 5.00%") {
+		t.Errorf("judged %v inside %v: %q", judged, in, row.Detail.RangeGoal)
+	}
+}
