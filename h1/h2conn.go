@@ -3,6 +3,7 @@
 package h1
 
 import (
+	"bytes"
 	"net"
 	"os"
 
@@ -307,6 +308,17 @@ func (c *clientConn) sniff(data []byte, fresh bool) bool {
 		}
 		c.sniffed = true
 		c.startH2(data, fresh)
+		return true
+	}
+	// HTTP/1.1: its request line decides (as the sniffing front does for the listeners the
+	// engine does not serve): anything else is an invalid preface, closed without an answer.
+	line := bytes.TrimLeft(data, "\r\n") // RFC 9112 §2.2: empty lines before a request are skipped
+	i := bytes.IndexByte(line, '\n')
+	switch {
+	case i < 0 && len(data) < c.l.maxHdr:
+		return false // the line's end is still to come
+	case i >= 0 && !httpcore.RequestLine(bytes.TrimSuffix(line[:i], cr)):
+		c.close()
 		return true
 	}
 	c.sniffed = true
