@@ -2,6 +2,7 @@ package h2proxy_test
 
 import (
 	"ballast/internal/testcert"
+	"ballast/server"
 	"encoding/xml"
 	"fmt"
 	"io"
@@ -66,16 +67,27 @@ listeners:
   - {name: h2c, address: "127.0.0.1:0", h2c: true}
 pools: [{name: p, protocol: h2c, backends: [{address: %s}]}]
 `, cert, key, backend))
+	// The same backend over HTTP/1.1 puts an h2c listener on the event-loop engine's shards
+	// (package h1): the path that serves h2c for HTTP/1.1 backends.
+	engine := start(t, fmt.Sprintf(`
+listeners: [{name: h2c, address: "127.0.0.1:0", h2c: true}]
+pools: [{name: p, backends: [{address: %s}]}]
+`, backend))
 	for _, front := range []struct {
 		name  string
+		srv   *server.Server
 		args  []string
 		extra map[string]string
 	}{
-		{"tls", []string{"-t", "-k"}, nil},
-		{"h2c", nil, h2cDeviations},
+		{"tls", s, []string{"-t", "-k"}, nil},
+		{"h2c", s, nil, h2cDeviations},
+		{"h2c-engine", engine, nil, h2cDeviations},
 	} {
 		t.Run(front.name, func(t *testing.T) {
-			_, port, _ := net.SplitHostPort(s.Addr(front.name).String())
+			_, port, _ := net.SplitHostPort(front.srv.Addr("h2c").String())
+			if front.name == "tls" {
+				_, port, _ = net.SplitHostPort(s.Addr("tls").String())
+			}
 			report := filepath.Join(t.TempDir(), "junit.xml")
 			args := append([]string{"-h", "127.0.0.1", "-p", port, "-o", "5", "-j", report}, front.args...)
 			cmd := exec.Command(bin, args...)
