@@ -139,14 +139,15 @@ func (ex *exchange) start(r *reqHead) {
 		ex.stream = r.clen > maxBufferedBody
 	}
 	ex.msg = reqMsg{h: rh, c: c, proto: http11}
+	h2 := false
 	switch {
 	case r.http10:
 		ex.msg.proto = http10
 	case c.raw():
-		ex.msg.proto = http2 // an HTTP/2 stream's (h2stream), forwarded as HTTP/1.1
+		ex.msg.proto, h2 = http2, true // an HTTP/2 stream's (h2stream), forwarded as HTTP/1.1
 	}
 	cx := &ex.cx
-	cx.Begin(t, c.lst().view(sh, t), &ex.msg, httpcore.Conn{Peer: c.peerAddr().Addr().Unmap()})
+	cx.Begin(t, c.lst().view(sh, t), &ex.msg, httpcore.Conn{Peer: c.peerAddr().Addr().Unmap(), HTTP2: h2})
 	route := cx.Route(&ex.msg)
 	if route == nil || !cx.Admit(&ex.msg) { // no route; access control, limits, redirects
 		ex.reply()

@@ -171,7 +171,14 @@ func (h *h2conn) flush() {
 		h.closing = true
 		c.disarm()
 		c.sh.runH2()
-		c.finishClose() // a half-close, and what the client still sends is read and dropped
+		// Always a half-close first, then what the client still sends is read and dropped:
+		// bytes it sent after our last read (a SETTINGS ack, a PING) would make a close reset
+		// the connection, and the GOAWAY with it.
+		c.releaseIn()
+		c.ShutdownWrite()
+		c.lingering = true
+		c.arm(tLinger, c.sh.now+lingerTime)
+		c.discard()
 	}
 }
 
