@@ -144,7 +144,7 @@ func (ex *exchange) start(r *reqHead) {
 	case r.http10:
 		ex.msg.proto = http10
 	case c.raw():
-		ex.msg.proto, h2 = http2, true // an HTTP/2 stream's (h2stream), forwarded as HTTP/1.1
+		ex.msg.proto, h2 = proto2, true // an HTTP/2 stream's (h2stream), forwarded as HTTP/1.1
 	}
 	cx := &ex.cx
 	cx.Begin(t, c.lst().view(sh, t), &ex.msg, httpcore.Conn{Peer: c.peerAddr().Addr().Unmap(), HTTP2: h2})
@@ -590,6 +590,10 @@ func (a *attempt) send() {
 		}
 	}
 	if ex.stream && !ex.reqDone {
+		// From here the backend's timer is timeouts.response (inactivity while the body
+		// streams, moved by each write), no longer the connect's: a body slower to come than
+		// timeouts.connect is no connect failure.
+		bc.arm(bResponse, ex.sh.now+int64(ex.ps.ResponseTimeout))
 		ex.pumpBody()
 		return
 	}
@@ -687,6 +691,7 @@ func (ex *exchange) pumpBody() {
 		if bc.gen != gen {
 			return
 		}
+		bc.arm(bResponse, sh.now+int64(ex.ps.ResponseTimeout))
 		if n < len(out) {
 			ex.up = append(sh.s.GetBuf(len(out)-n), out[n:]...)
 		}

@@ -30,7 +30,7 @@ import (
 // once the Conn's call has returned, so that an exchange never runs inside one.
 
 // http2 is the version the access log gives a request that came over HTTP/2.
-var http2 = []byte("HTTP/2.0")
+var proto2 = []byte("HTTP/2.0")
 
 // h2conn is one HTTP/2 client connection on the shard; c holds its socket.
 type h2conn struct {
@@ -88,7 +88,7 @@ func (h *h2conn) event() {
 // framed.
 func (h *h2conn) read() {
 	c := h.c
-	for !h.dead && c.Ready&evloop.Readable != 0 && !c.lingering {
+	for !h.dead && c.Ready&evloop.Readable != 0 {
 		buf := c.sh.s.Buf()
 		n, err := c.Read(buf)
 		if err == evloop.ErrAgain {
@@ -98,9 +98,10 @@ func (h *h2conn) read() {
 			h.abort()
 			return
 		}
-		if h.mux.Err() != nil {
-			// Failed, its GOAWAY maybe still waiting on a full socket: what the client sends
-			// now is only counted, and a flood closes at once.
+		if h.closing || h.mux.Err() != nil {
+			// Done (its last output written), or failed (its GOAWAY maybe still waiting on a
+			// full socket): what the client sends now is only counted, and a flood closes at
+			// once.
 			if h.lingered += n; h.lingered > maxLinger {
 				h.abort()
 				return
@@ -174,11 +175,10 @@ func (h *h2conn) flush() {
 		// Always a half-close first, then what the client still sends is read and dropped:
 		// bytes it sent after our last read (a SETTINGS ack, a PING) would make a close reset
 		// the connection, and the GOAWAY with it.
-		c.releaseIn()
+		// At most maxLinger bytes, for lingerTime (read).
 		c.ShutdownWrite()
-		c.lingering = true
 		c.arm(tLinger, c.sh.now+lingerTime)
-		c.discard()
+		h.read()
 	}
 }
 
@@ -277,7 +277,7 @@ func (h *h2conn) Refused(method, path string, status int, _ string) {
 	sh.st.refused.Add(1)
 	if l := sh.e.core.AccessLog(); l != nil {
 		var e accesslog.Entry
-		httpcore.FillRefused(&e, h.c.l.name, h.c.peer.Addr().Unmap(), s2b(method), s2b(path), http2, status, accesslog.TermRefused)
+		httpcore.FillRefused(&e, h.c.l.name, h.c.peer.Addr().Unmap(), s2b(method), s2b(path), proto2, status, accesslog.TermRefused)
 		sh.log.add(l, &e)
 	}
 }

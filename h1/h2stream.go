@@ -238,7 +238,7 @@ func (st *h2stream) refuse(v verdict, head []byte) {
 	if l := sh.e.core.AccessLog(); l != nil {
 		method, uri, _ := requestLine(head)
 		var e accesslog.Entry
-		httpcore.FillRefused(&e, st.h.c.l.name, st.h.c.peer.Addr().Unmap(), method, uri, http2, rx.Reply.Status, rx.Reply.Term)
+		httpcore.FillRefused(&e, st.h.c.l.name, st.h.c.peer.Addr().Unmap(), method, uri, proto2, rx.Reply.Status, rx.Reply.Term)
 		sh.log.add(l, &e)
 	}
 	st.render(&rx.Reply, false)
