@@ -30,9 +30,16 @@ type metrics struct {
 }
 
 type histEntry struct {
+	m    *metrics
 	pool string
 	h    prometheus.Histogram
 }
+
+// histSlot keeps each backend's histEntry on the backend itself, so that the release path
+// reads it with one load instead of a sync.Map lookup (a hash-trie whose depth grows with the
+// backends: at 2000 of them the lookup cost 0.3 µs per request). It holds the entry of the
+// plane that saw the backend first; another plane in the same process (tests) uses its map.
+var histSlot = upstream.NewSlot()
 
 func newMetrics(p *Plane) *metrics {
 	m := &metrics{p: p, reg: prometheus.NewRegistry()}
@@ -57,12 +64,20 @@ func (m *metrics) handler() http.Handler {
 
 // release is the upstream release observer: one map lookup and one histogram observation.
 func (m *metrics) release(p *upstream.Pool, b *upstream.Backend, latency time.Duration, _ bool) {
+	if e, _ := b.Attachment(histSlot).(*histEntry); e != nil && e.m == m && e.pool == p.Name {
+		e.h.Observe(latency.Seconds())
+		return
+	}
 	v, ok := m.hist.Load(b)
 	if !ok || v.(*histEntry).pool != p.Name {
-		v = &histEntry{pool: p.Name, h: m.latency.WithLabelValues(p.Name, b.ID).(prometheus.Histogram)}
+		v = &histEntry{m: m, pool: p.Name, h: m.latency.WithLabelValues(p.Name, b.ID).(prometheus.Histogram)}
 		m.hist.Store(b, v)
 	}
-	v.(*histEntry).h.Observe(latency.Seconds())
+	e := v.(*histEntry)
+	if cur, _ := b.Attachment(histSlot).(*histEntry); cur == nil || cur.m == m {
+		b.SetAttachment(histSlot, e)
+	}
+	e.h.Observe(latency.Seconds())
 }
 
 func (m *metrics) event(e health.Event) {

@@ -53,9 +53,14 @@ type poolObs struct {
 }
 
 type obsEntry struct {
+	o   *observer
 	po  *poolObs
 	num uint64
 }
+
+// obsEntrySlot keeps each backend's obsEntry on the backend (one load on the release path, as
+// histSlot does for the metrics), for the observer that saw it first.
+var obsEntrySlot = upstream.NewSlot()
 
 // observer holds the rings; its zero value is ready.
 type observer struct {
@@ -75,11 +80,17 @@ type cachedAdvice struct {
 
 // release records one release; it is the plane's release observer's second half.
 func (o *observer) release(pl *upstream.Pool, b *upstream.Backend, latency time.Duration, failed bool) {
-	v, ok := o.entries.Load(b)
-	if !ok || v.(*obsEntry).po.name != pl.Name {
-		v = o.entry(pl.Name, b)
+	e, _ := b.Attachment(obsEntrySlot).(*obsEntry)
+	if e == nil || e.o != o || e.po.name != pl.Name {
+		v, ok := o.entries.Load(b)
+		if !ok || v.(*obsEntry).po.name != pl.Name {
+			v = o.entry(pl.Name, b)
+		}
+		e = v.(*obsEntry)
+		if cur, _ := b.Attachment(obsEntrySlot).(*obsEntry); cur == nil || cur.o == o {
+			b.SetAttachment(obsEntrySlot, e)
+		}
 	}
-	e := v.(*obsEntry)
 	meta := e.num << 1
 	if failed {
 		meta |= 1
@@ -109,7 +120,7 @@ func (o *observer) entry(pool string, b *upstream.Backend) *obsEntry {
 		o.resets.Add(1)
 		po.mu.Lock()
 	}
-	e := &obsEntry{po: po, num: uint64(len(po.ids))}
+	e := &obsEntry{o: o, po: po, num: uint64(len(po.ids))}
 	po.ids = append(po.ids, b.ID)
 	po.mu.Unlock()
 	o.entries.Store(b, e)

@@ -9,6 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+
 	"ballast/advise"
 	"ballast/upstream"
 )
@@ -177,5 +180,53 @@ func BenchmarkObserveReleaseSerial(b *testing.B) {
 	for b.Loop() {
 		o.release(p, bs[i&1], time.Millisecond, false)
 		i++
+	}
+}
+
+// TestReleaseEntriesPerPlane: the release path keeps each backend's records on the backend
+// (an attachment) for the plane that saw it first; a second plane in the same process, and a
+// pool renamed under the same backend, still count into their own records.
+func TestReleaseEntriesPerPlane(t *testing.T) {
+	p := testPool(t, "web", "a", "b")
+	bs := p.Backends()
+	m1, m2 := newMetrics(nil), newMetrics(nil)
+	var o1, o2 observer
+	for i := range 10 {
+		m1.release(p, bs[i%2], time.Millisecond, false)
+		o1.release(p, bs[i%2], time.Millisecond, false)
+	}
+	for range 3 {
+		m2.release(p, bs[0], time.Millisecond, false)
+		o2.release(p, bs[0], time.Millisecond, false)
+	}
+	count := func(m *metrics, b *upstream.Backend) uint64 {
+		v, ok := m.hist.Load(b)
+		if !ok {
+			return 0
+		}
+		var d dto.Metric
+		if err := v.(*histEntry).h.(prometheus.Metric).Write(&d); err != nil {
+			t.Fatal(err)
+		}
+		return d.GetHistogram().GetSampleCount()
+	}
+	if a, b, c := count(m1, bs[0]), count(m1, bs[1]), count(m2, bs[0]); a != 5 || b != 5 || c != 3 {
+		t.Fatalf("histogram counts: plane 1 %d/%d, plane 2 %d; want 5/5, 3", a, b, c)
+	}
+	if n1, n2 := len(o1.releases("web")), len(o2.releases("web")); n1 != 10 || n2 != 3 {
+		t.Fatalf("observed releases: %d and %d, want 10 and 3", n1, n2)
+	}
+	if e, _ := bs[0].Attachment(histSlot).(*histEntry); e == nil || e.m != m1 {
+		t.Fatal("the backend does not hold the first plane's histogram")
+	}
+	// The same backend under another pool name gets its own series.
+	p.Name = "web2"
+	m1.release(p, bs[0], time.Millisecond, false)
+	o1.release(p, bs[0], time.Millisecond, false)
+	if n := len(o1.releases("web2")); n != 1 {
+		t.Fatalf("releases under the new name: %d, want 1", n)
+	}
+	if e, _ := bs[0].Attachment(histSlot).(*histEntry); e == nil || e.pool != "web2" {
+		t.Fatal("the attachment did not follow the pool's new name")
 	}
 }

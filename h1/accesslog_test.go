@@ -10,14 +10,15 @@ import (
 	"testing"
 
 	"ballast/config"
+	"ballast/internal/h1conformance"
 )
 
 // TestAccessLog: every request gets one JSON line, written off the shard, with what the
 // request and its backend were.
 func TestAccessLog(t *testing.T) {
-	rb := newRawBackend(t)
+	rb := h1conformance.NewRawBackend(t)
 	file := filepath.Join(t.TempDir(), "access.log")
-	cfg := testConfig(testPool("p", "roundrobin", rb.addr()))
+	cfg := testConfig(testPool("p", "roundrobin", rb.Addr()))
 	cfg.Logging = config.Logging{Access: true, AccessLog: config.AccessLog{AccessFile: file}}
 	te := startEngine(t, cfg)
 	c := testClient()
@@ -43,7 +44,7 @@ func TestAccessLog(t *testing.T) {
 		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
 			t.Fatalf("line %q: %v", sc.Bytes(), err)
 		}
-		if e["listener"] != "web" || e["status"] != 200.0 || e["pool"] != "p" || e["backend"] != rb.addr() || e["method"] != "GET" {
+		if e["listener"] != "web" || e["status"] != 200.0 || e["pool"] != "p" || e["backend"] != rb.Addr() || e["method"] != "GET" {
 			t.Fatalf("line %v", e)
 		}
 	}

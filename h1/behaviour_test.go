@@ -234,7 +234,7 @@ func TestSlowUploadTimesOut(t *testing.T) {
 // TestSlowloris: heads that never end are answered 408 and closed at read_header_timeout,
 // counted; a connection that sends nothing is closed silently.
 func TestSlowloris(t *testing.T) {
-	cfg := testConfig(testPool("p", "roundrobin", newRawBackend(t).addr()))
+	cfg := testConfig(testPool("p", "roundrobin", h1conformance.NewRawBackend(t).Addr()))
 	cfg.Listeners[0].ReadHeaderTimeout = dur(200 * time.Millisecond)
 	te := startEngine(t, cfg)
 	const n = 200
@@ -638,10 +638,10 @@ func TestShutdownDrains(t *testing.T) {
 
 // TestMaxKeepAliveRequests: the connection closes after max_keepalive_requests responses.
 func TestMaxKeepAliveRequests(t *testing.T) {
-	cfg := testConfig(testPool("p", "roundrobin", newRawBackend(t).addr()))
+	cfg := testConfig(testPool("p", "roundrobin", h1conformance.NewRawBackend(t).Addr()))
 	cfg.Listeners[0].MaxKeepAliveRequests = 3
 	te := startEngine(t, cfg)
-	out := exchangeRaw(t, te.addr, []byte(strings.Repeat("GET / HTTP/1.1\r\nHost: a\r\n\r\n", 5)))
+	out := h1conformance.Exchange(t, te.addr, []byte(strings.Repeat("GET / HTTP/1.1\r\nHost: a\r\n\r\n", 5)))
 	if s := h1conformance.Statuses(out); s != "200 200 200" || !bytes.Contains(out, []byte("Connection: close")) {
 		t.Fatalf("statuses %q (want three, the last with Connection: close): %q", s, out)
 	}

@@ -12,6 +12,7 @@ import (
 
 	"ballast/accesslog"
 	"ballast/evloop"
+	"ballast/evloop/tlsconn"
 	"ballast/httpcore"
 	"ballast/proxyproto"
 )
@@ -33,13 +34,14 @@ type clientConn struct {
 	ex         *exchange
 	h2         *h2conn // an HTTP/2 connection (h2c): its Conn and streams
 	served     int
-	since      int64 // when the current wait began (idle, head)
-	tphase     uint8 // what timer times
-	closeAfter bool  // close once the current response is written
-	counted    bool  // counted against max_conns_per_client (httpcore.Core.AdmitConn)
-	proxyWait  bool  // accept_proxy: the PROXY header has not been read yet
-	sniffed    bool  // h2c listener: the first bytes said HTTP/1.1 (HTTP/2 sets h2)
-	lingering  bool  // our side is shut down; reading what the client still sends, discarding it
+	since      int64         // when the current wait began (idle, head)
+	tphase     uint8         // what timer times
+	closeAfter bool          // close once the current response is written
+	counted    bool          // counted against max_conns_per_client (httpcore.Core.AdmitConn)
+	proxyWait  bool          // accept_proxy: the PROXY header has not been read yet
+	sniffed    bool          // h2c listener: the first bytes said HTTP/1.1 (HTTP/2 sets h2)
+	lingering  bool          // our side is shut down; reading what the client still sends, discarding it
+	tls        *tlsconn.Conn // a TLS listener's connection: its records go through crypto/tls
 	gen        uint32
 	prev, next *clientConn
 }
@@ -55,6 +57,7 @@ const (
 	tHedge        // hedge.delay without a response head: send a copy
 	tLinger       // discarding after the response, before the close
 	tH2           // an HTTP/2 connection's next deadline (h2conn)
+	tGone         // the client closed its side while its request waits (gone.go)
 )
 
 // lingerTime bounds how long a closing connection discards what its client still sends.
@@ -80,6 +83,7 @@ func (c *clientConn) Event(evloop.Events) {
 		return
 	}
 	if c.ex != nil {
+		c.watchGone()
 		c.ex.clientEvent()
 		return
 	}
@@ -128,6 +132,8 @@ func (c *clientConn) Expire(now int64) {
 		c.close()
 	case tH2:
 		c.h2.expire()
+	case tGone:
+		c.gone()
 	}
 }
 
@@ -365,6 +371,9 @@ func (c *clientConn) refuseHead(v verdict, head []byte) {
 	}
 	if l := sh.e.core.AccessLog(); l != nil {
 		method, uri, proto := requestLine(head)
+		if !bytes.Equal(proto, http10) {
+			proto = http11 // the version answered in (a refused 1.2, or no version at all)
+		}
 		var e accesslog.Entry
 		httpcore.FillRefused(&e, c.l.name, c.peer.Addr().Unmap(), method, uri, proto, rx.Reply.Status, rx.Reply.Term)
 		sh.log.add(l, &e)
@@ -578,6 +587,9 @@ func (c *clientConn) close() {
 		sh.e.core.ReleaseConn(c.l.name, c.peer.Addr().Unmap())
 	}
 	c.Shard().Stop(&c.timer)
+	if c.tls != nil {
+		c.tls.Release()
+	}
 	c.FD.Close()
 	c.releaseIn()
 	if c.out != nil {

@@ -3,7 +3,6 @@
 package h1
 
 import (
-	"strings"
 	"testing"
 	"time"
 
@@ -27,29 +26,17 @@ func conformanceConfig(addr string) *config.Config {
 // hedged configuration (hedge.delay set, never reached here) must forward the same bytes.
 func TestRequestHeadConformance(t *testing.T) {
 	for _, hedged := range []bool{false, true} {
-		rb := newRawBackend(t)
-		cfg := conformanceConfig(rb.addr())
+		rb := h1conformance.NewRawBackend(t)
+		cfg := conformanceConfig(rb.Addr())
 		name := "plain"
 		if hedged {
 			cfg.Pools[0].Hedge.Delay = dur(time.Hour)
 			name = "hedged"
 		}
 		tp := startEngine(t, cfg)
-		t.Run(name, func(t *testing.T) { runConformance(t, tp, rb) })
+		t.Run(name, func(t *testing.T) { h1conformance.Run(t, tp.exchangeRaw, rb, false) })
 	}
-}
-
-func runConformance(t *testing.T, tp *testEngine, rb *rawBackend) {
-	for _, tc := range h1conformance.Rows {
-		t.Run(tc.Name, func(t *testing.T) {
-			out := exchangeRaw(t, tp.addr, []byte(tc.Req))
-			got, _ := rb.take(t)
-			if s := h1conformance.Statuses(out); s != tc.Status {
-				t.Errorf("statuses %q, want %q; response:\n%s", s, tc.Status, out)
-			}
-			if want := strings.ReplaceAll(tc.Backend, "BACKEND", rb.addr()); string(got) != want {
-				t.Errorf("backend received:\n%q\nwant:\n%q", got, want)
-			}
-		})
-	}
+	rb := h1conformance.NewRawBackend(t)
+	tp := startTLSEngine(t, conformanceConfig(rb.Addr()), nil)
+	t.Run("tls", func(t *testing.T) { h1conformance.Run(t, tp.exchangeRaw, rb, true) })
 }

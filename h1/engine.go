@@ -6,6 +6,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -90,6 +91,7 @@ type listener struct {
 	el          *evloop.Listener
 	ln          net.Listener // closed by Shutdown: new connections are refused, not queued
 	proxy       bool         // accept_proxy: every connection starts with a PROXY header
+	tls         *tlsOpts     // a TLS listener's (tls.go); nil on a plain one
 	h2c         bool         // HTTP/2 with prior knowledge is served besides HTTP/1.1
 	h2          h2mux.Config // the Conn settings of its HTTP/2 connections
 	// http1 serves the HTTP/1.1 connections of an h2c listener elsewhere (ServeH2C); nil:
@@ -154,6 +156,7 @@ type shardStats struct {
 	connsRefused                            atomic.Int64
 	headerTimeouts, idleTimeouts            atomic.Int64
 	bodyTimeouts, writeTimeouts             atomic.Int64
+	tlsFailures                             atomic.Int64
 	backendConns, connects, connectFailures atomic.Int64
 	active, queued, tunnels                 atomic.Int64
 	_                                       [64]byte
@@ -168,6 +171,7 @@ type Stats struct {
 	IdleTimeouts              int64 // idle keep-alive connections closed for idle_timeout
 	BodyTimeouts              int64 // requests whose body was too slow (408)
 	WriteTimeouts             int64 // clients that did not read their response for idle_timeout
+	TLSFailures               int64 // TLS handshakes that failed or timed out (read_header_timeout)
 	BackendConns              int64 // open backend connections (in use or idle)
 	Connects, ConnectFailures int64
 	Active                    int64 // requests in flight (reading the body up to the response's end)
@@ -219,6 +223,7 @@ func (e *Engine) Stats() Stats {
 		s.IdleTimeouts += st.idleTimeouts.Load()
 		s.BodyTimeouts += st.bodyTimeouts.Load()
 		s.WriteTimeouts += st.writeTimeouts.Load()
+		s.TLSFailures += st.tlsFailures.Load()
 		s.BackendConns += st.backendConns.Load()
 		s.Connects += st.connects.Load()
 		s.ConnectFailures += st.connectFailures.Load()
@@ -240,17 +245,24 @@ func (e *Engine) Stats() Stats {
 // Serve serves ln as the configured listener named listener until Shutdown (or until ln's
 // owner closes it), then returns nil. ln must lend its descriptor (syscall.Conn): the shards
 // accept from it with raw accept4(2).
-func (e *Engine) Serve(name string, ln net.Listener) error { return e.serve(name, ln, nil) }
+func (e *Engine) Serve(name string, ln net.Listener) error { return e.serve(name, ln, nil, nil) }
 
 // ServeH2C serves ln, an h2c listener, as Serve does, but hands the connections that speak
 // HTTP/1.1 to http1 (in a goroutine of its own) with the bytes read from them (prefix) and
 // whether they are counted against max_conns_per_client (the receiver gives the place back
 // when it closes them); the HTTP/2 ones stay on the shards.
 func (e *Engine) ServeH2C(name string, ln net.Listener, http1 func(c net.Conn, prefix []byte, counted bool)) error {
-	return e.serve(name, ln, http1)
+	return e.serve(name, ln, nil, http1)
 }
 
-func (e *Engine) serve(name string, ln net.Listener, http1 func(net.Conn, []byte, bool)) error {
+// ServeTLS serves ln as the TLS listener named listener: handshakes with cfg (whose
+// GetConfigForClient may change the certificates while serving), HTTP/1.1 on the shards, and
+// the connections that negotiate h2 by ALPN handed to h2 (closed when h2 is nil).
+func (e *Engine) ServeTLS(name string, ln net.Listener, cfg *tls.Config, h2 func(net.Conn)) error {
+	return e.serve(name, ln, &tlsOpts{cfg: cfg, h2: h2}, nil)
+}
+
+func (e *Engine) serve(name string, ln net.Listener, tlsOpt *tlsOpts, http1 func(net.Conn, []byte, bool)) error {
 	var lc *config.Listener
 	if t := e.core.Table(); t != nil {
 		if cl := t.Listener(name); cl != nil {
@@ -273,6 +285,7 @@ func (e *Engine) serve(name string, ln net.Listener, http1 func(net.Conn, []byte
 		maxHdr:      lc.MaxHeaderBytes,
 		maxRequests: lc.MaxKeepAliveRequests,
 		proxy:       lc.AcceptProxy,
+		tls:         tlsOpt,
 		views:       make([]listenerView, len(e.shards)),
 	}
 	if l.maxHdr <= 0 {
@@ -339,21 +352,29 @@ func (l *listener) accept(s *evloop.Shard, fd int, peer netip.AddrPort) {
 		_, _, _ = syscall.RawSyscall(syscall.SYS_CLOSE, uintptr(fd), 0, 0)
 		return
 	}
+	if l.tls != nil {
+		go l.handshake(s, fd, peer, counted) // back on this shard once handshaken (tls.go)
+		return
+	}
 	c := sh.newClient()
 	c.l, c.peer, c.counted, c.proxyWait = l, peer, counted, l.proxy
 	if err := s.Add(&c.FD, fd, c); err != nil {
-		_, _, _ = syscall.RawSyscall(syscall.SYS_CLOSE, uintptr(fd), 0, 0)
-		if counted {
-			l.e.core.ReleaseConn(l.name, peer.Addr().Unmap())
-		}
+		l.dropFD(fd, peer, counted)
 		sh.freeClient(c)
 		return
 	}
+	c.start()
+}
+
+// start serves a connection just registered with its shard.
+func (c *clientConn) start() {
+	sh := c.sh
 	sh.st.accepted.Add(1)
 	sh.st.conns.Add(1)
 	sh.link(c)
 	c.since = sh.now
-	// A new connection's request is often there already: read at once.
+	// A new connection's request is often there already (or, over TLS, came with the
+	// handshake): read at once.
 	c.Ready = evloop.Readable | evloop.Writable
 	c.serve()
 }

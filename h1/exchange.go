@@ -147,7 +147,7 @@ func (ex *exchange) start(r *reqHead) {
 		ex.msg.proto, h2 = proto2, true // an HTTP/2 stream's (h2stream), forwarded as HTTP/1.1
 	}
 	cx := &ex.cx
-	cx.Begin(t, c.lst().view(sh, t), &ex.msg, httpcore.Conn{Peer: c.peerAddr().Addr().Unmap(), HTTP2: h2})
+	cx.Begin(t, c.lst().view(sh, t), &ex.msg, httpcore.Conn{Peer: c.peerAddr().Addr().Unmap(), TLS: c.secure(), HTTP2: h2})
 	route := cx.Route(&ex.msg)
 	if route == nil || !cx.Admit(&ex.msg) { // no route; access control, limits, redirects
 		ex.reply()
@@ -600,6 +600,7 @@ func (a *attempt) send() {
 	ex.reqDone = true
 	bc.arm(bResponse, ex.sh.now+int64(ex.ps.ResponseTimeout))
 	ex.armHedge()
+	ex.c.watchGone() // a client that closed its side with the request
 	if bc.Ready&evloop.Readable != 0 {
 		a.readResponse() // an early response, or a close, already waits
 	}

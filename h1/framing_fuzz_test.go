@@ -6,6 +6,8 @@ import (
 	"bytes"
 	"strconv"
 	"testing"
+
+	"ballast/internal/h1conformance"
 )
 
 // refChunked decodes a whole chunked body strictly (RFC 9112 §7.1), independently of
@@ -153,7 +155,7 @@ func FuzzRequestChecks(f *testing.F) {
 		if checkRequest(head, &r) != headOK {
 			return
 		}
-		ref, _, err := readStrict(append(append([]byte(nil), head...), bodyFor(&r)...), true)
+		ref, _, err := h1conformance.ReadStrict(append(append([]byte(nil), head...), bodyFor(&r)...), true)
 		if err != nil {
 			t.Fatalf("accepted a head the reference refuses (%v): %q", err, head)
 		}
@@ -164,11 +166,11 @@ func FuzzRequestChecks(f *testing.F) {
 		case r.clen > 0 && r.clen < 1<<20:
 			want = int(r.clen)
 		}
-		if len(ref.hosts) > 1 || len(ref.body) != want {
-			t.Fatalf("framing differs: the reference read a body of %d bytes, want %d, for %q", len(ref.body), want, head)
+		if len(ref.Hosts) > 1 || len(ref.Body) != want {
+			t.Fatalf("framing differs: the reference read a body of %d bytes, want %d, for %q", len(ref.Body), want, head)
 		}
-		if string(r.method) != ref.method || string(r.target) != ref.target {
-			t.Fatalf("request line read as %q %q, reference %q %q", r.method, r.target, ref.method, ref.target)
+		if string(r.method) != ref.Method || string(r.target) != ref.Target {
+			t.Fatalf("request line read as %q %q, reference %q %q", r.method, r.target, ref.Method, ref.Target)
 		}
 	})
 }

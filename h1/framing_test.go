@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"ballast/internal/h1conformance"
 )
 
 // scriptBackend answers each request it frames (strictly) with the next of its scripted
@@ -21,7 +23,7 @@ type scriptBackend struct {
 	mu    sync.Mutex
 	resp  []string
 	next  int
-	reqs  []strictReq
+	reqs  []h1conformance.Request
 	conns atomic.Int64
 }
 
@@ -56,20 +58,20 @@ func (sb *scriptBackend) serve(c net.Conn) {
 		n, err := c.Read(p)
 		buf = append(buf, p[:n]...)
 		for len(buf) > 0 {
-			r, m, ferr := readStrict(buf, false)
+			r, m, ferr := h1conformance.ReadStrict(buf, false)
 			early := false
 			sb.mu.Lock()
 			if sb.next < len(sb.resp) && strings.HasPrefix(sb.resp[sb.next], "<early>") {
 				if i := bytes.Index(buf, []byte("\r\n\r\n")); i >= 0 { // answer after the head
-					r, m, ferr, early = strictReq{raw: buf[:i+4]}, len(buf), nil, true
+					r, m, ferr, early = h1conformance.Request{Raw: buf[:i+4]}, len(buf), nil, true
 				}
 			}
 			sb.mu.Unlock()
 			if ferr != nil {
 				break
 			}
-			r.raw = append([]byte(nil), r.raw...)
-			r.body = append([]byte(nil), r.body...)
+			r.Raw = append([]byte(nil), r.Raw...)
+			r.Body = append([]byte(nil), r.Body...)
 			buf = buf[m:]
 			sb.mu.Lock()
 			sb.reqs = append(sb.reqs, r)
@@ -91,10 +93,10 @@ func (sb *scriptBackend) serve(c net.Conn) {
 	}
 }
 
-func (sb *scriptBackend) requests() []strictReq {
+func (sb *scriptBackend) requests() []h1conformance.Request {
 	sb.mu.Lock()
 	defer sb.mu.Unlock()
-	return append([]strictReq(nil), sb.reqs...)
+	return append([]h1conformance.Request(nil), sb.reqs...)
 }
 
 // framingRows: what the backend answers, what the client asks, and what the client must
@@ -105,7 +107,7 @@ var framingRows = []struct {
 	req    string
 	want   string // the client's bytes; "..." stands for any bytes in between
 	conns  int64  // backend connections expected (0: don't care)
-	ncheck func(t *testing.T, reqs []strictReq)
+	ncheck func(t *testing.T, reqs []h1conformance.Request)
 }{
 	{name: "content-length passed on",
 		resp: []string{"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nX-A: 1\r\n\r\nhello"},
@@ -164,7 +166,7 @@ var framingRows = []struct {
 		resp: []string{"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"},
 		req:  "POST / HTTP/1.1\r\nHost: a\r\nExpect: 100-continue\r\nContent-Length: 3\r\n\r\n",
 		want: "HTTP/1.1 100 Continue\r\n\r\n",
-		ncheck: func(t *testing.T, reqs []strictReq) {
+		ncheck: func(t *testing.T, reqs []h1conformance.Request) {
 			if len(reqs) != 0 {
 				t.Errorf("forwarded %d requests before the body came", len(reqs))
 			}
@@ -181,8 +183,8 @@ var framingRows = []struct {
 		resp: []string{"HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\na", "HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\nb"},
 		req:  "POST /1 HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n3;x=y\r\nabc\r\n2\r\nde\r\n0\r\nX-T: 1\r\n\r\nGET /2 HTTP/1.1\r\nHost: a\r\n\r\n",
 		want: "HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\naHTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\nb",
-		ncheck: func(t *testing.T, reqs []strictReq) {
-			if len(reqs) != 2 || string(reqs[0].body) != "abcde" || !bytes.Contains(reqs[0].raw, []byte("0\r\nX-T: 1\r\n\r\n")) || reqs[1].target != "/2" {
+		ncheck: func(t *testing.T, reqs []h1conformance.Request) {
+			if len(reqs) != 2 || string(reqs[0].Body) != "abcde" || !bytes.Contains(reqs[0].Raw, []byte("0\r\nX-T: 1\r\n\r\n")) || reqs[1].Target != "/2" {
 				t.Errorf("backend got %d requests: %q", len(reqs), reqsRaw(reqs))
 			}
 		}},
@@ -190,9 +192,9 @@ var framingRows = []struct {
 		resp: []string{"HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\na"},
 		req:  "POST /1 HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\nzz\r\nGET /smuggled HTTP/1.1\r\nHost: a\r\n\r\n",
 		want: "HTTP/1.1 400 Bad Request\r\n...",
-		ncheck: func(t *testing.T, reqs []strictReq) {
+		ncheck: func(t *testing.T, reqs []h1conformance.Request) {
 			for _, r := range reqs {
-				if r.target == "/smuggled" {
+				if r.Target == "/smuggled" {
 					t.Errorf("the request hidden after a bad chunk was forwarded")
 				}
 			}
@@ -203,10 +205,10 @@ var framingRows = []struct {
 		want: "HTTP/1.1 400 Bad Request\r\n..."},
 }
 
-func reqsRaw(reqs []strictReq) []string {
+func reqsRaw(reqs []h1conformance.Request) []string {
 	var out []string
 	for _, r := range reqs {
-		out = append(out, string(r.raw))
+		out = append(out, string(r.Raw))
 	}
 	return out
 }
@@ -242,7 +244,7 @@ func TestResponseFraming(t *testing.T) {
 			if strings.Contains(tc.req, "100-continue") || strings.HasPrefix(tc.resp[0], "<early>") {
 				out = exchangeNoClose(t, te.addr, []byte(tc.req), len(tc.want))
 			} else {
-				out = exchangeRaw(t, te.addr, []byte(tc.req))
+				out = h1conformance.Exchange(t, te.addr, []byte(tc.req))
 			}
 			if !matches(string(out), tc.want) {
 				t.Errorf("client read:\n%q\nwant:\n%q", out, tc.want)

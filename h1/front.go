@@ -32,6 +32,8 @@ type front interface {
 	lst() *listener
 	peerAddr() netip.AddrPort
 	localAddr() net.Addr
+	secure() bool       // the client came over TLS
+	watchGone()         // the request went out whole: notice a client that leaves (gone.go)
 	alive() bool        // the client is still there (the record is not freed)
 	generation() uint32 // changes when the record is freed
 
@@ -103,3 +105,5 @@ func (c *clientConn) localAddr() net.Addr {
 	}
 	return &net.TCPAddr{IP: net.IPv4zero}
 }
+
+func (c *clientConn) secure() bool { return c.tls != nil }

@@ -592,3 +592,8 @@ func (st *h2stream) end() {
 	}
 	st.free()
 }
+
+func (st *h2stream) secure() bool { return st.h.c.tls != nil }
+
+// watchGone: a client that leaves resets the stream, or ends the connection.
+func (st *h2stream) watchGone() {}

@@ -65,6 +65,7 @@ const (
 	headBadHost             // Host missing (HTTP/1.1), repeated, or not host[:port]
 	headTooLarge            // over max_header_bytes
 	headTimeout             // not whole within read_header_timeout
+	headBareLF              // the head's last line or blank line ended by a bare LF
 )
 
 // message and status are the client's answer to a refused head.
@@ -88,6 +89,8 @@ func (v verdict) message() string {
 		return "ballast: request header too large\n"
 	case headTimeout:
 		return "ballast: request timeout\n"
+	case headBareLF:
+		return "ballast: request head ends with a bare LF\n"
 	}
 	return "ballast: malformed request\n"
 }
@@ -136,10 +139,10 @@ const maxContentLengthDigits = 18
 func checkRequest(head []byte, r *reqHead) verdict {
 	*r = reqHead{clen: -1}
 	eol := bytes.IndexByte(head, '\n')
-	if eol < 1 || head[eol-1] != '\r' {
-		return headMalformed // a request line ended by a bare LF
+	if eol < 1 {
+		return headMalformed
 	}
-	line := head[:eol-1]
+	line := bytes.TrimSuffix(head[:eol], cr) // a request line ended by a bare LF is taken, as fasthttp does
 	sp := bytes.IndexByte(line, ' ')
 	if sp <= 0 {
 		return headMalformed
@@ -222,12 +225,12 @@ func (r *reqHead) scanFields(b []byte) verdict {
 		b = b[eol+1:]
 		if len(line) == 0 {
 			if !crlf {
-				return headMalformed // the blank line must be CRLF
+				return headBareLF // the blank line must be CRLF
 			}
 			break
 		}
 		if !crlf && (len(b) == 0 || b[0] == '\r' || b[0] == '\n') {
-			return headMalformed // the last field line ended by a bare LF
+			return headBareLF // the last field line ended by a bare LF
 		}
 		if line[0] == ' ' || line[0] == '\t' {
 			return headBadName // obs-fold (RFC 9112 §5.2)

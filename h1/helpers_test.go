@@ -13,6 +13,7 @@ import (
 
 	"ballast/config"
 	"ballast/httpcore"
+	"ballast/internal/h1conformance"
 	"ballast/upstream"
 )
 
@@ -58,6 +59,15 @@ type testEngine struct {
 	addr  string
 	pools map[string]*upstream.Pool
 	done  chan error
+	tls   bool // the listener is a TLS one
+}
+
+// exchangeRaw is h1conformance.Exchange (or exchangeRawTLS) on te's listener.
+func (te *testEngine) exchangeRaw(t testing.TB, raw []byte) []byte {
+	if te.tls {
+		return exchangeRawTLS(t, te.addr, raw)
+	}
+	return h1conformance.Exchange(t, te.addr, raw)
 }
 
 // startEngine builds the pools and serves cfg's only listener on a fresh 127.0.0.1 port.

@@ -1,7 +1,6 @@
 package httpproxy
 
 import (
-	"strings"
 	"testing"
 	"time"
 
@@ -25,29 +24,16 @@ func conformanceConfig(addr string) *config.Config {
 // forward the same bytes.
 func TestRequestHeadConformance(t *testing.T) {
 	for _, hedged := range []bool{false, true} {
-		rb := newRawBackend(t)
-		cfg := conformanceConfig(rb.addr())
+		rb := h1conformance.NewRawBackend(t)
+		cfg := conformanceConfig(rb.Addr())
 		name := "plain"
 		if hedged {
 			cfg.Pools[0].Hedge.Delay = dur(time.Hour)
 			name = "hedged"
 		}
 		tp := startProxy(t, cfg)
-		t.Run(name, func(t *testing.T) { runConformance(t, tp, rb) })
-	}
-}
-
-func runConformance(t *testing.T, tp *testProxy, rb *rawBackend) {
-	for _, tc := range h1conformance.Rows {
-		t.Run(tc.Name, func(t *testing.T) {
-			out := exchangeRaw(t, tp.addr, []byte(tc.Req))
-			got, _ := rb.take(t)
-			if s := h1conformance.Statuses(out); s != tc.Status {
-				t.Errorf("statuses %q, want %q; response:\n%s", s, tc.Status, out)
-			}
-			if want := strings.ReplaceAll(tc.Backend, "BACKEND", rb.addr()); string(got) != want {
-				t.Errorf("backend received:\n%q\nwant:\n%q", got, want)
-			}
+		t.Run(name, func(t *testing.T) {
+			h1conformance.Run(t, func(t testing.TB, raw []byte) []byte { return h1conformance.Exchange(t, tp.addr, raw) }, rb, false)
 		})
 	}
 }

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
 	"log/slog"
 	"net"
 
@@ -11,12 +12,14 @@ import (
 	"ballast/sockio"
 )
 
-// Plain-HTTP listeners (accept_proxy ones included) and h2c listeners (HTTP/1.1 and HTTP/2
-// with prior knowledge, both on the shards) are served by the event-loop engine (package h1);
-// the fasthttp plane (package httpproxy) serves the rest: TLS listeners (their HTTP/2
-// connections go to package h2proxy), and every listener of a configuration that compresses
-// responses or reaches backends over TLS or HTTP/2, which the engine does not do yet (their
-// h2c listeners stay on the sniffing front, HTTP/2 on h2proxy). Both serve from the same HTTP core (routes, policy, the access log, counters).
+// Plain-HTTP listeners, h2c listeners (HTTP/2 with prior knowledge on the shards, their
+// HTTP/1 connections handed to fasthttp) and TLS listeners are served by the event-loop
+// engine (package h1; on a TLS listener the connections that negotiate h2 by ALPN go to the
+// HTTP/2 plane); the fasthttp plane (package httpproxy) serves the rest: TLS listeners with
+// accept_proxy, and every listener of a configuration that compresses responses or reaches
+// backends over TLS or HTTP/2, which the engine does not do yet (their h2c listeners stay on
+// the sniffing front, HTTP/2 on h2proxy). Both serve from the same HTTP core (routes,
+// policy, the access log, counters).
 // engineServes is the one place the choice is made; off Linux the engine does not exist and
 // fasthttp serves everything.
 
@@ -37,10 +40,22 @@ func engineServes(cfg *config.Config, name string) bool {
 	}
 	for _, l := range cfg.Listeners {
 		if l.Name == name {
-			return l.TLS == nil // h2c too: the engine serves HTTP/2 with prior knowledge (h1/h2conn.go)
+			// A PROXY header before a TLS handshake stays with the front and fasthttp.
+			return !(l.TLS != nil && (l.AcceptProxy || l.H2C))
 		}
 	}
 	return false
+}
+
+// tlsConfig is the TLS configuration of the named listener (following reloads of its
+// certificates), nil when it has none.
+func (f *fronts) tlsConfig(name string) *tls.Config {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if s := f.tls[name]; s != nil {
+		return s.Config()
+	}
+	return nil
 }
 
 // newEngine builds the engine over core; nil where the engine does not run (off Linux), with

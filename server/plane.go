@@ -150,6 +150,9 @@ func (p *httpPlane) Serve(listener string, sock Socket) error {
 	if p.engine != nil && engineServes(p.cfg, listener) { // it reads PROXY headers itself
 		h2c := isH2C(p.cfg, listener)
 		p.mu.Unlock()
+		if cfg := p.fronts.tlsConfig(listener); cfg != nil {
+			return p.engine.ServeTLS(listener, ln, cfg, func(c net.Conn) { p.h2.ServeConn(listener, c, true) })
+		}
 		if h2c {
 			return p.serveH2C(listener, ln)
 		}

@@ -162,6 +162,11 @@ func (b *Backend) AddrPort() (ap netip.AddrPort, ok bool) { return b.addrPort, b
 // Attachment is the value a data plane attached in slot s, or nil.
 func (b *Backend) Attachment(s Slot) any { return b.attach[s].Load() }
 
+// SetAttachment sets the value of slot s, for state made when the backend is first seen
+// (an observer's record) rather than by Pool.Attach; v must be non-nil and of the type every
+// value of the slot has. Safe for concurrent use: the last store wins.
+func (b *Backend) SetAttachment(s Slot, v any) { b.setAttachment(s, v) }
+
 func (b *Backend) setAttachment(s Slot, v any) {
 	if v != nil {
 		b.attach[s].Store(v)

@@ -1,7 +1,10 @@
-// Package h1conformance is the request-head conformance table every HTTP/1 engine is held to
-// (packages httpproxy and h1 run it through a real listener to a raw recording backend): what
-// a client writes, the statuses it must get and the exact bytes the backend must receive. One
-// table, so that the engines cannot drift apart.
+// Package h1conformance is what every HTTP/1 engine's request path is held to (packages
+// httpproxy and h1 run it through a real listener): the request-head table (what a client
+// writes, the statuses it must get and the exact bytes the backend must receive), a request
+// framer written from RFC 9112 independently of both engines, a raw backend that records
+// every byte it receives and frames it with that reference, and the invariant their fuzz
+// targets check. One copy, so that the engines cannot drift apart. It is test code: only
+// tests import it.
 package h1conformance
 
 import (

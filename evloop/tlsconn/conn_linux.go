@@ -1,0 +1,290 @@
+//go:build linux
+
+package tlsconn
+
+import (
+	"crypto/tls"
+	"errors"
+	"net"
+	"os"
+	"syscall"
+	"time"
+
+	"ballast/evloop"
+)
+
+// writeChunk is the most plaintext one Write encrypts before it writes: its ciphertext (with
+// the records' overhead) fits a 16 KiB buffer of the shard's pool.
+const writeChunk = 15 << 10
+
+// Conn is an established server-side TLS connection.
+type Conn struct {
+	tc *tls.Conn
+	t  transport
+	// plain is how many bytes of plaintext the pending ciphertext stands for: the next
+	// Write's first plain bytes are those, counted once that ciphertext went out.
+	plain int
+	// scratch joins a Writev's two slices into one record.
+	scratch []byte
+}
+
+// transport is crypto/tls's net.Conn: the handshake's blocking duplicate until Attach, then
+// the shard's descriptor.
+type transport struct {
+	nc     net.Conn
+	f      *evloop.FD
+	la, ra net.Addr
+	wbuf   []byte // ciphertext collected from crypto/tls (a buffer of the shard's pool)
+	sent   int    // how much of wbuf the socket has taken
+}
+
+// errWouldBlock is the transport's "nothing to read now": temporary, so crypto/tls keeps the
+// partial record and does not latch the error.
+var errWouldBlock net.Error = wouldBlock{}
+
+type wouldBlock struct{}
+
+func (wouldBlock) Error() string   { return "tlsconn: would block" }
+func (wouldBlock) Timeout() bool   { return true }
+func (wouldBlock) Temporary() bool { return true }
+
+func (t *transport) Read(p []byte) (int, error) {
+	if t.f == nil {
+		if t.nc == nil {
+			return 0, net.ErrClosed
+		}
+		return t.nc.Read(p)
+	}
+	n, err := t.f.Read(p)
+	if err == evloop.ErrAgain {
+		return 0, errWouldBlock
+	}
+	return n, err
+}
+
+func (t *transport) Write(p []byte) (int, error) {
+	if t.f == nil {
+		if t.nc == nil {
+			return 0, net.ErrClosed
+		}
+		return t.nc.Write(p)
+	}
+	if t.wbuf == nil {
+		t.wbuf = t.f.Shard().GetBuf(max(len(p), 16<<10))
+	}
+	t.wbuf = append(t.wbuf, p...)
+	return len(p), nil
+}
+
+func (t *transport) Close() error {
+	if t.nc != nil {
+		return t.nc.Close()
+	}
+	return nil
+}
+
+func (t *transport) LocalAddr() net.Addr  { return t.la }
+func (t *transport) RemoteAddr() net.Addr { return t.ra }
+
+func (t *transport) SetDeadline(d time.Time) error {
+	if t.nc != nil {
+		return t.nc.SetDeadline(d)
+	}
+	return nil
+}
+
+func (t *transport) SetReadDeadline(d time.Time) error {
+	if t.nc != nil {
+		return t.nc.SetReadDeadline(d)
+	}
+	return nil
+}
+
+func (t *transport) SetWriteDeadline(d time.Time) error {
+	if t.nc != nil {
+		return t.nc.SetWriteDeadline(d)
+	}
+	return nil
+}
+
+// Handshake runs the server handshake on the connected socket fd within timeout, blocking
+// its goroutine (never a shard's). fd stays the caller's: on success hand it and the Conn to
+// a shard (Attach), or keep the Conn blocking (Blocking) and close fd; on failure close fd.
+func Handshake(fd int, cfg *tls.Config, timeout time.Duration) (*Conn, error) {
+	d, err := dupCloexec(fd)
+	if err != nil {
+		return nil, err
+	}
+	f := os.NewFile(uintptr(d), "tls")
+	nc, err := net.FileConn(f) // a second duplicate, in the runtime's poller
+	_ = f.Close()
+	if err != nil {
+		return nil, err
+	}
+	c := &Conn{}
+	c.t.nc, c.t.la, c.t.ra = nc, nc.LocalAddr(), nc.RemoteAddr()
+	_ = nc.SetDeadline(time.Now().Add(timeout))
+	c.tc = tls.Server(&c.t, cfg)
+	if err := c.tc.Handshake(); err != nil {
+		_ = nc.Close()
+		return nil, err
+	}
+	_ = nc.SetDeadline(time.Time{})
+	return c, nil
+}
+
+func dupCloexec(fd int) (int, error) {
+	r, _, e := syscall.Syscall(syscall.SYS_FCNTL, uintptr(fd), syscall.F_DUPFD_CLOEXEC, 0)
+	if e != 0 {
+		return -1, os.NewSyscallError("fcntl", e)
+	}
+	return int(r), nil
+}
+
+// ConnectionState is crypto/tls's: the version, the cipher suite, the negotiated protocol.
+func (c *Conn) ConnectionState() tls.ConnectionState { return c.tc.ConnectionState() }
+
+// Blocking returns the connection as a blocking net.Conn over the handshake's duplicate, for
+// a protocol served by goroutines; the Conn must not be attached then.
+func (c *Conn) Blocking() net.Conn { return c.tc }
+
+// Attach moves the connection onto f, the shard's registration of the original descriptor;
+// on the shard's goroutine. The handshake's duplicate is closed. crypto/tls may already hold
+// bytes that came after the handshake (a request sent at once): the caller reads first.
+func (c *Conn) Attach(f *evloop.FD) {
+	if c.t.nc != nil {
+		_ = c.t.nc.Close()
+		c.t.nc = nil
+	}
+	c.t.f = f
+}
+
+// Read reads decrypted bytes into p: evloop.ErrAgain when none are there, io.EOF at the
+// client's close_notify (or its close at a record boundary), another error when the
+// connection failed (a bad record, a reset).
+func (c *Conn) Read(p []byte) (int, error) {
+	n, err := c.tc.Read(p)
+	if len(c.t.wbuf) > c.t.sent {
+		_ = c.flush() // an alert or a key update crypto/tls answered while reading
+	}
+	if n > 0 {
+		c.t.f.Ready |= evloop.Readable // crypto/tls may hold more than the socket shows
+		return n, nil
+	}
+	if err == nil {
+		return 0, evloop.ErrAgain
+	}
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return 0, evloop.ErrAgain
+	}
+	return 0, err
+}
+
+// Write is Writev(p, nil).
+func (c *Conn) Write(p []byte) (int, error) { return c.Writev(p, nil) }
+
+// Writev encrypts and writes a and then b, as evloop.FD.Writev does: it returns how many of
+// their bytes went out whole (ErrAgain when none), and the caller offers the rest again,
+// first, once the descriptor is writable.
+func (c *Conn) Writev(a, b []byte) (int, error) {
+	total := len(a) + len(b)
+	done := 0
+	if c.Pending() {
+		if err := c.flush(); err != nil {
+			return 0, err
+		}
+		done = min(c.plain, total)
+	}
+	c.plain = 0
+	for done < total {
+		n := min(total-done, writeChunk)
+		if err := c.encrypt(a, b, done, n); err != nil {
+			c.dropWbuf()
+			return done, err
+		}
+		w, err := c.t.f.Write(c.t.wbuf)
+		if err != nil && err != evloop.ErrAgain {
+			c.dropWbuf()
+			return done, err
+		}
+		if w == len(c.t.wbuf) {
+			c.dropWbuf()
+			done += n
+			continue
+		}
+		c.t.sent, c.plain = w, n
+		if done == 0 {
+			return 0, evloop.ErrAgain
+		}
+		return done, nil
+	}
+	return total, nil
+}
+
+// encrypt has crypto/tls encrypt bytes [off, off+n) of a then b into t.wbuf.
+func (c *Conn) encrypt(a, b []byte, off, n int) error {
+	switch {
+	case off+n <= len(a):
+		_, err := c.tc.Write(a[off : off+n])
+		return err
+	case off >= len(a):
+		_, err := c.tc.Write(b[off-len(a) : off-len(a)+n])
+		return err
+	}
+	// Spanning both: one record, through a copy.
+	if c.scratch == nil {
+		c.scratch = c.t.f.Shard().GetBuf(writeChunk)
+	}
+	p := append(append(c.scratch[:0], a[off:]...), b[:off+n-len(a)]...)
+	_, err := c.tc.Write(p)
+	c.t.f.Shard().PutBuf(c.scratch)
+	c.scratch = nil
+	return err
+}
+
+// flush writes the pending ciphertext (a short Write's, or what crypto/tls wrote on its
+// own: an alert, a key update, which stand for no plaintext); nil when all of it went out.
+func (c *Conn) flush() error {
+	n, err := c.t.f.Write(c.t.wbuf[c.t.sent:])
+	c.t.sent += n
+	if c.t.sent < len(c.t.wbuf) {
+		if err == nil {
+			err = evloop.ErrAgain
+		}
+		return err
+	}
+	c.dropWbuf()
+	return nil
+}
+
+// Pending reports whether ciphertext waits for the socket (a Write reported short).
+func (c *Conn) Pending() bool { return len(c.t.wbuf) > c.t.sent }
+
+func (c *Conn) dropWbuf() {
+	if c.t.wbuf != nil {
+		c.t.f.Shard().PutBuf(c.t.wbuf)
+		c.t.wbuf, c.t.sent = nil, 0
+	}
+}
+
+// CloseWrite sends close_notify (best effort: as much as the socket takes) and shuts the
+// socket's writing side.
+func (c *Conn) CloseWrite() {
+	_ = c.tc.CloseWrite()
+	if c.Pending() {
+		_ = c.flush()
+	}
+	c.t.f.ShutdownWrite()
+}
+
+// Release gives the Conn's buffers back to the shard; the caller closes the descriptor.
+func (c *Conn) Release() {
+	if c.t.f != nil {
+		c.dropWbuf()
+	}
+	if c.t.nc != nil {
+		_ = c.t.nc.Close()
+		c.t.nc = nil
+	}
+}

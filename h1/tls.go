@@ -1,0 +1,146 @@
+//go:build linux
+
+package h1
+
+import (
+	"crypto/tls"
+	"net"
+	"net/netip"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"ballast/evloop"
+	"ballast/evloop/tlsconn"
+)
+
+// TLS listeners: the shard that accepts a connection admits it (max_conns_per_client) and
+// hands its descriptor to a goroutine for the handshake (package tlsconn), bounded by
+// read_header_timeout. A connection that negotiated h2 by ALPN goes, blocking, to the
+// listener's HTTP/2 server; the others come back to the shard that accepted them and are
+// served as plain ones, every read and write going through crypto/tls on the shard
+// (clientConn's Read, Write, Writev and ShutdownWrite below).
+
+// tlsOpts is a TLS listener's: the server configuration and the HTTP/2 server.
+type tlsOpts struct {
+	cfg *tls.Config
+	h2  func(net.Conn)
+}
+
+// handshake runs in its own goroutine: the handshake, then the connection to its server.
+func (l *listener) handshake(s *evloop.Shard, fd int, peer netip.AddrPort, counted bool) {
+	sh := l.e.shards[s.ID()]
+	tc, err := tlsconn.Handshake(fd, l.tls.cfg, time.Duration(l.readHdr))
+	if err != nil {
+		sh.st.tlsFailures.Add(1)
+		l.dropFD(fd, peer, counted)
+		return
+	}
+	if tc.ConnectionState().NegotiatedProtocol == "h2" {
+		_, _, _ = syscall.RawSyscall(syscall.SYS_CLOSE, uintptr(fd), 0, 0) // the duplicate serves
+		if l.tls.h2 == nil {
+			tc.Release()
+			l.releaseConn(peer, counted)
+			return
+		}
+		var c net.Conn = tc.Blocking()
+		if counted {
+			c = &countedConn{Conn: c, l: l, peer: peer}
+		}
+		l.tls.h2(c)
+		return
+	}
+	s.Post(&tlsAttach{l: l, fd: fd, peer: peer, counted: counted, tc: tc})
+}
+
+// dropFD closes a connection that never reached a shard.
+func (l *listener) dropFD(fd int, peer netip.AddrPort, counted bool) {
+	_, _, _ = syscall.RawSyscall(syscall.SYS_CLOSE, uintptr(fd), 0, 0)
+	l.releaseConn(peer, counted)
+}
+
+func (l *listener) releaseConn(peer netip.AddrPort, counted bool) {
+	if counted {
+		l.e.core.ReleaseConn(l.name, peer.Addr().Unmap())
+	}
+}
+
+// tlsAttach brings a handshaken connection to the shard that accepted it.
+type tlsAttach struct {
+	l       *listener
+	fd      int
+	peer    netip.AddrPort
+	counted bool
+	tc      *tlsconn.Conn
+}
+
+func (t *tlsAttach) Run(s *evloop.Shard) {
+	l := t.l
+	sh := l.e.shards[s.ID()]
+	sh.now = s.Now()
+	if l.e.stopping.Load() {
+		t.tc.Release()
+		l.dropFD(t.fd, t.peer, t.counted)
+		return
+	}
+	c := sh.newClient()
+	c.l, c.peer, c.counted = l, t.peer, t.counted
+	if err := s.Add(&c.FD, t.fd, c); err != nil {
+		t.tc.Release()
+		l.dropFD(t.fd, t.peer, t.counted)
+		sh.freeClient(c)
+		return
+	}
+	c.tls = t.tc
+	t.tc.Attach(&c.FD)
+	c.start()
+}
+
+// countedConn is an HTTP/2 connection counted against max_conns_per_client; it gives its
+// place back when closed (once).
+type countedConn struct {
+	net.Conn
+	l      *listener
+	peer   netip.AddrPort
+	closed atomic.Bool
+}
+
+func (c *countedConn) Close() error {
+	if c.closed.CompareAndSwap(false, true) {
+		c.l.releaseConn(c.peer, true)
+	}
+	return c.Conn.Close()
+}
+
+// Read, Write, Writev and ShutdownWrite are the connection's I/O: the socket's, or through
+// crypto/tls on a TLS listener. They keep the socket's contract (evloop.FD's): a short write
+// is followed by one that offers the rest first.
+
+func (c *clientConn) Read(p []byte) (int, error) {
+	if c.tls != nil {
+		return c.tls.Read(p)
+	}
+	return c.FD.Read(p)
+}
+
+func (c *clientConn) Write(p []byte) (int, error) {
+	if c.tls != nil {
+		return c.tls.Write(p)
+	}
+	return c.FD.Write(p)
+}
+
+func (c *clientConn) Writev(a, b []byte) (int, error) {
+	if c.tls != nil {
+		return c.tls.Writev(a, b)
+	}
+	return c.FD.Writev(a, b)
+}
+
+func (c *clientConn) ShutdownWrite() {
+	if c.tls != nil {
+		c.tls.CloseWrite()
+		return
+	}
+	c.FD.ShutdownWrite()
+}

@@ -1,0 +1,246 @@
+//go:build linux
+
+package h1
+
+import (
+	"bytes"
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"errors"
+	mbig "math/big"
+	"net"
+	"testing"
+	"time"
+
+	"ballast/config"
+	"ballast/httpcore"
+	"ballast/internal/h1conformance"
+	"ballast/upstream"
+)
+
+func testCert(t testing.TB) tls.Certificate {
+	t.Helper()
+	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: mbig.NewInt(1), Subject: pkix.Name{CommonName: "app.test"}, DNSNames: []string{"app.test"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &k.PublicKey, k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: k}
+}
+
+// startTLSEngine is startEngine for a TLS listener; connections that negotiate h2 go to h2.
+func startTLSEngine(t testing.TB, cfg *config.Config, h2 func(net.Conn)) *testEngine {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Listeners[0].Address = ln.Addr().String()
+	pools := map[string]*upstream.Pool{}
+	for _, pc := range cfg.Pools {
+		p, err := upstream.NewPool(pc.Spec(nil), nil)
+		if err != nil {
+			t.Fatalf("NewPool(%s): %v", pc.Name, err)
+		}
+		pools[pc.Name] = p
+	}
+	core := httpcore.New(nil)
+	e, err := New(core, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := core.Swap(cfg, pools); err != nil {
+		t.Fatal(err)
+	}
+	tc := &tls.Config{Certificates: []tls.Certificate{testCert(t)}, NextProtos: []string{"h2", "http/1.1"}}
+	te := &testEngine{Engine: e, core: core, addr: ln.Addr().String(), pools: pools, done: make(chan error, 1), tls: true}
+	go func() { te.done <- e.ServeTLS(cfg.Listeners[0].Name, ln, tc, h2) }()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = e.Shutdown(ctx)
+		select {
+		case <-te.done:
+		case <-ctx.Done():
+		}
+		_ = ln.Close()
+		core.Close()
+		for _, p := range pools {
+			p.Close()
+		}
+	})
+	return te
+}
+
+func dialTLS(t testing.TB, addr string, protos ...string) *tls.Conn {
+	t.Helper()
+	c, err := tls.Dial("tcp", addr, &tls.Config{InsecureSkipVerify: true, NextProtos: protos})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// exchangeRawTLS is exchangeRaw over TLS: raw in one write, then close_notify and the
+// half-close, and everything the proxy answers up to its close.
+func exchangeRawTLS(t testing.TB, addr string, raw []byte) []byte {
+	t.Helper()
+	c := dialTLS(t, addr, "http/1.1")
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := c.Write(raw); err != nil {
+		t.Fatalf("writing the request: %v", err)
+	}
+	_ = c.CloseWrite()
+	var out []byte
+	p := make([]byte, 32<<10)
+	for {
+		n, err := c.Read(p)
+		out = append(out, p[:n]...)
+		if err != nil {
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				t.Errorf("the proxy did not close the connection within 10 s; got %q", out)
+			}
+			return out
+		}
+	}
+}
+
+// hangingBackend accepts connections, reads what comes and never answers; closed reports each
+// connection the proxy closed.
+func hangingBackend(t testing.TB) (addr string, closed chan struct{}) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed = make(chan struct{}, 16)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				buf := make([]byte, 4096)
+				for {
+					if _, err := c.Read(buf); err != nil {
+						closed <- struct{}{}
+						return
+					}
+				}
+			}()
+		}
+	}()
+	t.Cleanup(func() { _ = ln.Close() })
+	return ln.Addr().String(), closed
+}
+
+// TestClientLeavesBeforeResponse: a client that closes its connection while its request waits
+// for the response head has the exchange abandoned about watchSlice later (its backend
+// connection closed, long before the response timeout), over plain TCP and over TLS.
+func TestClientLeavesBeforeResponse(t *testing.T) {
+	for _, overTLS := range []bool{false, true} {
+		name := "plain"
+		if overTLS {
+			name = "tls"
+		}
+		t.Run(name, func(t *testing.T) {
+			addr, closed := hangingBackend(t)
+			cfg := testConfig(testPool("p", "roundrobin", addr))
+			var c net.Conn
+			if overTLS {
+				te := startTLSEngine(t, cfg, nil)
+				c = dialTLS(t, te.addr, "http/1.1")
+			} else {
+				te := startEngine(t, cfg)
+				var err error
+				if c, err = net.Dial("tcp", te.addr); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if _, err := c.Write([]byte("GET /slow HTTP/1.1\r\nHost: app.test\r\n\r\n")); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(200 * time.Millisecond) // the request reaches the backend
+			start := time.Now()
+			_ = c.Close()
+			select {
+			case <-closed:
+			case <-time.After(5 * time.Second):
+				t.Fatal("the backend connection stayed open 5 s after the client left")
+			}
+			if d := time.Since(start); d < 500*time.Millisecond {
+				t.Fatalf("abandoned after %v: a client that only half-closed gets watchSlice to be answered", d)
+			}
+		})
+	}
+}
+
+// TestTLSListener: requests over TLS reach the backend with the https scheme, keep-alive on
+// one connection; a connection that negotiates h2 goes to the HTTP/2 server; a handshake that
+// never comes is counted and closed.
+func TestTLSListener(t *testing.T) {
+	rb := h1conformance.NewRawBackend(t)
+	cfg := conformanceConfig(rb.Addr())
+	h2conns := make(chan net.Conn, 1)
+	te := startTLSEngine(t, cfg, func(c net.Conn) { h2conns <- c })
+	c := dialTLS(t, te.addr, "http/1.1")
+	br := make([]byte, 4096)
+	for i := range 3 {
+		if _, err := c.Write([]byte("GET /api/x HTTP/1.1\r\nHost: public.example\r\n\r\n")); err != nil {
+			t.Fatal(err)
+		}
+		_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		n, err := c.Read(br)
+		if err != nil {
+			t.Fatalf("request %d: %v", i, err)
+		}
+		if got := string(br[:n]); got[:12] != "HTTP/1.1 200" {
+			t.Fatalf("request %d: %q", i, got)
+		}
+	}
+	got, reqs := rb.Take(t)
+	if len(reqs) != 3 || !bytes.Contains(got, []byte("X-Forwarded-Proto: https\r\n")) {
+		t.Fatalf("backend got %d requests:\n%s", len(reqs), got)
+	}
+	if st := te.Stats(); st.Accepted != 1 || st.Requests != 3 {
+		t.Fatalf("accepted %d, requests %d; want 1 and 3", st.Accepted, st.Requests)
+	}
+	h2 := dialTLS(t, te.addr, "h2")
+	if p := h2.ConnectionState().NegotiatedProtocol; p != "h2" {
+		t.Fatalf("negotiated %q", p)
+	}
+	select {
+	case hc := <-h2conns:
+		_ = hc.Close()
+	case <-time.After(5 * time.Second):
+		t.Fatal("the h2 connection did not reach the HTTP/2 server")
+	}
+	quiet, err := net.Dial("tcp", te.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer quiet.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	for te.Stats().TLSFailures == 0 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if te.Stats().TLSFailures != 1 {
+		t.Fatal("a client that never handshakes was not counted within read_header_timeout")
+	}
+}
