@@ -93,6 +93,7 @@ type listener struct {
 	proxy       bool         // accept_proxy: every connection starts with a PROXY header
 	tls         *tlsOpts     // a TLS listener's (tls.go); nil on a plain one
 	h2c         bool         // HTTP/2 with prior knowledge is served besides HTTP/1.1
+	h2tls       bool         // a TLS listener's ALPN h2 connections are served on the shards
 	h2          h2mux.Config // the Conn settings of its HTTP/2 connections
 	// http1 serves the HTTP/1.1 connections of an h2c listener elsewhere (ServeH2C); nil:
 	// the engine serves them.
@@ -299,9 +300,12 @@ func (e *Engine) serve(name string, ln net.Listener, tlsOpt *tlsOpts, http1 func
 			return fmt.Errorf("h1: listener %q is h2c and the engine has no HTTP/2 settings", name)
 		}
 		l.h2c, l.h2, l.http1 = true, e.h2config(lc), http1
-		if e.h2counters == nil {
-			e.h2counters = new(h2mux.Counters)
-		}
+	}
+	if tlsOpt != nil && e.h2config != nil {
+		l.h2tls, l.h2 = true, e.h2config(lc)
+	}
+	if (l.h2c || l.h2tls) && e.h2counters == nil {
+		e.h2counters = new(h2mux.Counters)
 	}
 	if e.closed {
 		e.mu.Unlock()

@@ -73,6 +73,19 @@ func (c *clientConn) startH2(data []byte, fresh bool) {
 	h.read()
 }
 
+// startTLSH2 serves a TLS connection that negotiated h2 by ALPN, back on its shard after the
+// handshake.
+func (c *clientConn) startTLSH2() {
+	sh := c.sh
+	sh.st.accepted.Add(1)
+	sh.st.conns.Add(1)
+	sh.link(c)
+	c.since = sh.now
+	c.sniffed = true
+	c.Ready = evloop.Readable | evloop.Writable // the preface may have come with the handshake
+	c.startH2(nil, true)
+}
+
 // event is the socket's readiness.
 func (h *h2conn) event() {
 	if h.c.Ready&evloop.Writable != 0 && len(h.mux.Output()) > 0 {

@@ -68,12 +68,14 @@ listeners:
   - {name: h2c, address: "127.0.0.1:0", h2c: true}
 pools: [{name: p, protocol: h2c, backends: [{address: %s}]}]
 `, cert, key, backend))
-	// The same backend over HTTP/1.1 puts an h2c listener on the event-loop engine's shards
-	// (package h1): the path that serves h2c for HTTP/1.1 backends.
+	// The same backend over HTTP/1.1 puts the listeners on the event-loop engine's shards
+	// (package h1): the path that serves HTTP/2 for HTTP/1.1 backends.
 	engine := start(t, fmt.Sprintf(`
-listeners: [{name: h2c, address: "127.0.0.1:0", h2c: true}]
+listeners:
+  - {name: tls, address: "127.0.0.1:0", tls: {cert: %s, key: %s}}
+  - {name: h2c, address: "127.0.0.1:0", h2c: true}
 pools: [{name: p, backends: [{address: %s}]}]
-`, backend))
+`, cert, key, backend))
 	for _, front := range []struct {
 		name  string
 		srv   *server.Server
@@ -82,13 +84,15 @@ pools: [{name: p, backends: [{address: %s}]}]
 	}{
 		{"tls", s, []string{"-t", "-k"}, nil},
 		{"h2c", s, nil, h2cDeviations},
+		{"tls-engine", engine, []string{"-t", "-k"}, nil},
 		{"h2c-engine", engine, nil, h2cDeviations},
 	} {
 		t.Run(front.name, func(t *testing.T) {
-			_, port, _ := net.SplitHostPort(front.srv.Addr("h2c").String())
-			if front.name == "tls" {
-				_, port, _ = net.SplitHostPort(s.Addr("tls").String())
+			listener := "h2c"
+			if front.args != nil {
+				listener = "tls"
 			}
+			_, port, _ := net.SplitHostPort(front.srv.Addr(listener).String())
 			report := filepath.Join(t.TempDir(), "junit.xml")
 			args := append([]string{"-h", "127.0.0.1", "-p", port, "-o", "5", "-j", report}, front.args...)
 			cmd := exec.Command(bin, args...)
