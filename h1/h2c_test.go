@@ -5,9 +5,7 @@ package h1
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"crypto/sha256"
-	"crypto/tls"
 	"fmt"
 	"io"
 	"net"
@@ -47,12 +45,9 @@ func h2cEngine(t *testing.T, cfg *config.Config, mux func(*h2mux.Config)) (*test
 
 // h2cClient is an HTTP/2 client with prior knowledge.
 func h2cClient() *http.Client {
-	return &http.Client{Timeout: 30 * time.Second, Transport: &http2.Transport{
-		AllowHTTP: true,
-		DialTLSContext: func(ctx context.Context, network, addr string, _ *tls.Config) (net.Conn, error) {
-			return (&net.Dialer{}).DialContext(ctx, network, addr)
-		},
-	}}
+	var p http.Protocols
+	p.SetUnencryptedHTTP2(true)
+	return &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{Protocols: &p, DisableCompression: true}}
 }
 
 // echoBackend answers with what it got: method, target, the body's framing and digest, the
