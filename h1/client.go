@@ -32,12 +32,14 @@ type clientConn struct {
 	scan       int // headEnd's resume point in in
 	out        []byte
 	ex         *exchange
+	h2         *h2conn // an HTTP/2 connection (h2c): its Conn and streams
 	served     int
 	since      int64         // when the current wait began (idle, head)
 	tphase     uint8         // what timer times
 	closeAfter bool          // close once the current response is written
 	counted    bool          // counted against max_conns_per_client (httpcore.Core.AdmitConn)
 	proxyWait  bool          // accept_proxy: the PROXY header has not been read yet
+	sniffed    bool          // h2c listener: the first bytes said HTTP/1.1 (HTTP/2 sets h2)
 	lingering  bool          // our side is shut down; reading what the client still sends, discarding it
 	tls        *tlsconn.Conn // a TLS listener's connection: its records go through crypto/tls
 	gen        uint32
@@ -54,6 +56,7 @@ const (
 	tWrite        // the client does not take its response (idle_timeout)
 	tHedge        // hedge.delay without a response head: send a copy
 	tLinger       // discarding after the response, before the close
+	tH2           // an HTTP/2 connection's next deadline (h2conn)
 	tGone         // the client closed its side while its request waits (gone.go)
 )
 
@@ -73,6 +76,10 @@ func (c *clientConn) Event(evloop.Events) {
 	}
 	if c.lingering {
 		c.discard()
+		return
+	}
+	if c.h2 != nil {
+		c.h2.event()
 		return
 	}
 	if c.ex != nil {
@@ -123,6 +130,8 @@ func (c *clientConn) Expire(now int64) {
 		}
 	case tLinger:
 		c.close()
+	case tH2:
+		c.h2.expire()
 	case tGone:
 		c.gone()
 	}
@@ -147,6 +156,9 @@ func (c *clientConn) serve() {
 			return
 		}
 		if c.proxyWait && !c.readProxy() {
+			return
+		}
+		if c.l.h2c && !c.sniffed && len(c.in) > 0 && c.sniff(c.in, false) {
 			return
 		}
 		if len(c.in) > 0 {
@@ -193,6 +205,9 @@ func (c *clientConn) serve() {
 			return
 		}
 		data := buf[:n]
+		if c.l.h2c && !c.sniffed && c.sniff(data, true) {
+			return
+		}
 		c.scan = 0
 		if end := headEnd(data, &c.scan); end > 0 {
 			if end > c.l.maxHdr {
@@ -565,6 +580,9 @@ func (c *clientConn) close() {
 		ex.abandon()
 	}
 	sh := c.sh
+	if c.h2 != nil {
+		c.h2.teardown()
+	}
 	if c.counted {
 		sh.e.core.ReleaseConn(c.l.name, c.peer.Addr().Unmap())
 	}

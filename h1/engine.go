@@ -23,6 +23,7 @@ import (
 
 	"ballast/config"
 	"ballast/evloop"
+	"ballast/h2mux"
 	"ballast/httpcore"
 	"ballast/proxyproto"
 )
@@ -42,6 +43,20 @@ type Engine struct {
 	done      chan struct{} // closed by Shutdown: Serve calls return
 	stopping  atomic.Bool
 	trust     atomic.Pointer[proxyproto.Trust] // who accept_proxy listeners take headers from
+
+	// HTTP/2 on h2c listeners (h2conn.go): the Conn's settings for a listener, and the
+	// counters every Conn adds to; nil h2config: h2c listeners are not the engine's.
+	h2config   func(*config.Listener) h2mux.Config
+	h2counters *h2mux.Counters
+}
+
+// SetHTTP2 lets the engine serve HTTP/2 with prior knowledge on h2c listeners: cfg gives the
+// Conn settings (limits) of a listener's connections, counters the counters they add to (the
+// HTTP/2 plane's, so /metrics shows both). Called before Serve.
+func (e *Engine) SetHTTP2(cfg func(*config.Listener) h2mux.Config, counters *h2mux.Counters) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.h2config, e.h2counters = cfg, counters
 }
 
 // SetProxyTrust replaces the peers accept_proxy listeners take PROXY headers from (the
@@ -74,11 +89,17 @@ type listener struct {
 	maxHdr      int
 	maxRequests int
 	el          *evloop.Listener
-	ln          net.Listener   // closed by Shutdown: new connections are refused, not queued
-	proxy       bool           // accept_proxy: every connection starts with a PROXY header
-	tls         *tlsOpts       // a TLS listener's (tls.go); nil on a plain one
-	refused     atomic.Uint64  // connections refused for their PROXY header (or its sender)
-	views       []listenerView // by shard: the core's view of the listener, per table
+	ln          net.Listener // closed by Shutdown: new connections are refused, not queued
+	proxy       bool         // accept_proxy: every connection starts with a PROXY header
+	tls         *tlsOpts     // a TLS listener's (tls.go); nil on a plain one
+	h2c         bool         // HTTP/2 with prior knowledge is served besides HTTP/1.1
+	h2tls       bool         // a TLS listener's ALPN h2 connections are served on the shards
+	h2          h2mux.Config // the Conn settings of its HTTP/2 connections
+	// http1 serves the HTTP/1.1 connections of an h2c listener elsewhere (ServeH2C); nil:
+	// the engine serves them.
+	http1   func(c net.Conn, prefix []byte, counted bool)
+	refused atomic.Uint64  // connections refused for their PROXY header (or its sender)
+	views   []listenerView // by shard: the core's view of the listener, per table
 }
 
 // listenerView caches the core's Listener for one table, on one shard.
@@ -114,7 +135,17 @@ type shard struct {
 	freeC  []*clientConn
 	freeB  []*backendConn
 
-	clients  *clientConn  // every open client connection of the shard (shutdown walks it)
+	clients *clientConn // every open client connection of the shard (shutdown walks it)
+
+	// HTTP/2 (h2conn.go): the Conns' clock and buffers, the streams queued by Handler
+	// events, and free stream records.
+	clock     func() int64
+	muxBufs   *muxBuffers
+	h2q       []*h2stream
+	h2running bool
+	freeS     *h2stream
+	nfreeS    int
+
 	backends *backendConn // every open backend connection of the shard
 	log      *shardLog    // access-log lines, written off the shard (accesslog.go)
 	st       shardStats
@@ -171,6 +202,8 @@ func New(core *httpcore.Core, logger *slog.Logger) (*Engine, error) {
 		sh := &shard{e: e, s: s, id: s.ID(), wbuf: make([]byte, 0, 2*evloop.ReadBufSize)}
 		sh.br = bufio.NewReaderSize(&sh.rd, evloop.ReadBufSize)
 		sh.log = newShardLog(sh)
+		sh.clock = s.Now
+		sh.muxBufs = &muxBuffers{s: s}
 		e.shards = append(e.shards, sh)
 	}
 	core.Attach(e.attach)
@@ -213,16 +246,24 @@ func (e *Engine) Stats() Stats {
 // Serve serves ln as the configured listener named listener until Shutdown (or until ln's
 // owner closes it), then returns nil. ln must lend its descriptor (syscall.Conn): the shards
 // accept from it with raw accept4(2).
-func (e *Engine) Serve(name string, ln net.Listener) error { return e.serve(name, ln, nil) }
+func (e *Engine) Serve(name string, ln net.Listener) error { return e.serve(name, ln, nil, nil) }
+
+// ServeH2C serves ln, an h2c listener, as Serve does, but hands the connections that speak
+// HTTP/1.1 to http1 (in a goroutine of its own) with the bytes read from them (prefix) and
+// whether they are counted against max_conns_per_client (the receiver gives the place back
+// when it closes them); the HTTP/2 ones stay on the shards.
+func (e *Engine) ServeH2C(name string, ln net.Listener, http1 func(c net.Conn, prefix []byte, counted bool)) error {
+	return e.serve(name, ln, nil, http1)
+}
 
 // ServeTLS serves ln as the TLS listener named listener: handshakes with cfg (whose
 // GetConfigForClient may change the certificates while serving), HTTP/1.1 on the shards, and
 // the connections that negotiate h2 by ALPN handed to h2 (closed when h2 is nil).
 func (e *Engine) ServeTLS(name string, ln net.Listener, cfg *tls.Config, h2 func(net.Conn)) error {
-	return e.serve(name, ln, &tlsOpts{cfg: cfg, h2: h2})
+	return e.serve(name, ln, &tlsOpts{cfg: cfg, h2: h2}, nil)
 }
 
-func (e *Engine) serve(name string, ln net.Listener, tlsOpt *tlsOpts) error {
+func (e *Engine) serve(name string, ln net.Listener, tlsOpt *tlsOpts, http1 func(net.Conn, []byte, bool)) error {
 	var lc *config.Listener
 	if t := e.core.Table(); t != nil {
 		if cl := t.Listener(name); cl != nil {
@@ -253,6 +294,19 @@ func (e *Engine) serve(name string, ln net.Listener, tlsOpt *tlsOpts) error {
 	}
 	l.maxHdr = min(l.maxHdr, evloop.ReadBufSize)
 	e.mu.Lock()
+	if lc.H2C {
+		if e.h2config == nil {
+			e.mu.Unlock()
+			return fmt.Errorf("h1: listener %q is h2c and the engine has no HTTP/2 settings", name)
+		}
+		l.h2c, l.h2, l.http1 = true, e.h2config(lc), http1
+	}
+	if tlsOpt != nil && e.h2config != nil {
+		l.h2tls, l.h2 = true, e.h2config(lc)
+	}
+	if (l.h2c || l.h2tls) && e.h2counters == nil {
+		e.h2counters = new(h2mux.Counters)
+	}
 	if e.closed {
 		e.mu.Unlock()
 		return errors.New("h1: engine is shut down")
@@ -402,7 +456,9 @@ func (sh *shard) drain() {
 	for c := sh.clients; c != nil; {
 		next := c.next
 		c.closeAfter = true
-		if c.ex == nil && len(c.out) == 0 {
+		if c.h2 != nil {
+			c.h2.shutdown() // GOAWAY: it closes when its streams are done
+		} else if c.ex == nil && len(c.out) == 0 {
 			c.close()
 		}
 		c = next
@@ -458,7 +514,7 @@ func (sh *shard) freeClient(c *clientConn) {
 	}
 }
 
-func (sh *shard) newExchange(c *clientConn) *exchange {
+func (sh *shard) newExchange(c front) *exchange {
 	var ex *exchange
 	if n := len(sh.freeEx); n > 0 {
 		ex = sh.freeEx[n-1]

@@ -31,7 +31,7 @@ const bodyMark = 64 << 10
 // exchange is one request and its response. It lives from the request head to the response's
 // last byte (or the failure), in the shard's free list otherwise.
 type exchange struct {
-	c  *clientConn
+	c  front // the client: an HTTP/1.1 connection or an HTTP/2 stream
 	sh *shard
 	ps *httpcore.Pool // the route's pool; nil until the request is admitted
 
@@ -139,11 +139,15 @@ func (ex *exchange) start(r *reqHead) {
 		ex.stream = r.clen > maxBufferedBody
 	}
 	ex.msg = reqMsg{h: rh, c: c, proto: http11}
-	if r.http10 {
+	h2 := false
+	switch {
+	case r.http10:
 		ex.msg.proto = http10
+	case c.raw():
+		ex.msg.proto, h2 = proto2, true // an HTTP/2 stream's (h2stream), forwarded as HTTP/1.1
 	}
 	cx := &ex.cx
-	cx.Begin(t, c.l.view(sh, t), &ex.msg, httpcore.Conn{Peer: c.peer.Addr().Unmap(), TLS: c.tls != nil})
+	cx.Begin(t, c.lst().view(sh, t), &ex.msg, httpcore.Conn{Peer: c.peerAddr().Addr().Unmap(), TLS: c.secure(), HTTP2: h2})
 	route := cx.Route(&ex.msg)
 	if route == nil || !cx.Admit(&ex.msg) { // no route; access control, limits, redirects
 		ex.reply()
@@ -186,9 +190,9 @@ func (ex *exchange) start(r *reqHead) {
 	ex.key = ps.Key(&ex.msg, cx.Client())
 	ex.hedged = ps.HedgeDelay > 0 && ex.idem && !ex.stream && !ex.upgrade
 	ex.try = 1
-	if r.expect100 && ex.bodyLen != 0 && len(c.in) == 0 {
-		c.write(continue100, nil) // the client waits for it before sending the body
-		if !c.Registered() {
+	if r.expect100 && ex.bodyLen != 0 && len(c.pending()) == 0 {
+		c.continue100() // the client waits for it before sending the body
+		if !c.alive() {
 			return
 		}
 	}
@@ -228,24 +232,21 @@ func (ex *exchange) clientEvent() {
 func (ex *exchange) readSmallBody() {
 	c := ex.c
 	for ex.remain > 0 {
-		if len(c.in) > 0 {
-			k := int(min(int64(len(c.in)), ex.remain))
-			ex.req = append(ex.req, c.in[:k]...)
-			c.in = c.in[:copy(c.in, c.in[k:])]
-			if len(c.in) == 0 {
-				c.releaseIn()
-			}
+		if in := c.pending(); len(in) > 0 {
+			k := int(min(int64(len(in)), ex.remain))
+			ex.req = append(ex.req, in[:k]...)
+			c.consume(k)
 			ex.got(int64(k))
 			continue
 		}
-		if c.Ready&evloop.Readable == 0 {
+		if !c.readable() {
 			ex.waitBody()
 			return
 		}
 		if cap(ex.req)-len(ex.req) < int(ex.remain) {
 			ex.req = append(ex.req, make([]byte, ex.remain)...)[:len(ex.req)]
 		}
-		n, err := c.Read(ex.req[len(ex.req) : len(ex.req)+int(ex.remain)])
+		n, err := c.read(ex.req[len(ex.req) : len(ex.req)+int(ex.remain)])
 		if err == evloop.ErrAgain {
 			ex.waitBody()
 			return
@@ -269,14 +270,14 @@ func (ex *exchange) got(n int64) {
 	}
 	if ex.bodyIn-ex.mark >= bodyMark {
 		ex.mark = ex.bodyIn
-		ex.c.arm(tBody, ex.sh.now+ex.c.l.idle)
+		ex.c.arm(tBody, ex.sh.now+ex.c.lst().idle)
 	}
 }
 
 // waitBody waits for body bytes: every bodyMark of them within idle_timeout.
 func (ex *exchange) waitBody() {
-	if ex.c.tphase != tBody {
-		ex.c.arm(tBody, ex.sh.now+ex.c.l.idle)
+	if ex.c.phase() != tBody {
+		ex.c.arm(tBody, ex.sh.now+ex.c.lst().idle)
 	}
 }
 
@@ -298,7 +299,7 @@ func (ex *exchange) clientTimeout() { ex.failClient(httpcore.ClientTimeout) }
 // max_body_bytes): 400, 408 or 413 when no response has started, and the connection closes.
 func (ex *exchange) failClient(f httpcore.Failure) {
 	c := ex.c
-	c.closeAfter = true
+	c.setClosing()
 	if ex.resp.started {
 		ex.resp.term = accesslog.TermClientData
 		c.abort()
@@ -358,7 +359,7 @@ func (ex *exchange) Run(s *evloop.Shard) {
 			ex.freeIfDone()
 			return
 		}
-		if ex.c.tphase == tQueue {
+		if ex.c.phase() == tQueue {
 			ex.c.disarm()
 		}
 		if err != nil {
@@ -589,6 +590,10 @@ func (a *attempt) send() {
 		}
 	}
 	if ex.stream && !ex.reqDone {
+		// From here the backend's timer is timeouts.response (inactivity while the body
+		// streams, moved by each write), no longer the connect's: a body slower to come than
+		// timeouts.connect is no connect failure.
+		bc.arm(bResponse, ex.sh.now+int64(ex.ps.ResponseTimeout))
 		ex.pumpBody()
 		return
 	}
@@ -639,11 +644,11 @@ func (ex *exchange) pumpBody() {
 			return
 		}
 		var data []byte
-		fromIn := len(c.in) > 0
+		fromIn := len(c.pending()) > 0
 		if fromIn {
-			data = c.in
+			data = c.pending()
 		} else {
-			if c.Ready&evloop.Readable == 0 {
+			if !c.readable() {
 				ex.waitBody()
 				return
 			}
@@ -651,7 +656,7 @@ func (ex *exchange) pumpBody() {
 			if ex.bodyLen > 0 {
 				buf = buf[:min(int64(len(buf)), ex.remain)]
 			}
-			n, err := c.Read(buf)
+			n, err := c.read(buf)
 			if err == evloop.ErrAgain {
 				ex.waitBody()
 				return
@@ -672,12 +677,9 @@ func (ex *exchange) pumpBody() {
 			return
 		}
 		if fromIn {
-			c.in = c.in[:copy(c.in, c.in[used:])]
-			if len(c.in) == 0 {
-				c.releaseIn()
-			}
-		} else if used < len(data) { // the next request came with the body's end
-			c.in = append(sh.s.GetBuf(len(data)-used), data[used:]...)
+			c.consume(used)
+		} else if cc, ok := c.(*clientConn); ok && used < len(data) { // the next request came with the body's end
+			cc.in = append(sh.s.GetBuf(len(data)-used), data[used:]...)
 		}
 		if len(out) == 0 {
 			continue
@@ -690,6 +692,7 @@ func (ex *exchange) pumpBody() {
 		if bc.gen != gen {
 			return
 		}
+		bc.arm(bResponse, sh.now+int64(ex.ps.ResponseTimeout))
 		if n < len(out) {
 			ex.up = append(sh.s.GetBuf(len(out)-n), out[n:]...)
 		}
@@ -783,7 +786,7 @@ func (a *attempt) failed(f httpcore.Failure, err error) {
 
 // armHedge starts the hedge timer once the request went out whole.
 func (ex *exchange) armHedge() {
-	if !ex.hedged || ex.resp.started || ex.hedges >= ex.ps.MaxHedges || ex.c.tphase == tHedge {
+	if !ex.hedged || ex.resp.started || ex.hedges >= ex.ps.MaxHedges || ex.c.phase() == tHedge {
 		return
 	}
 	if ex.a != nil {
@@ -806,7 +809,7 @@ func (ex *exchange) hedgeTimer() {
 			ex.launch(b)
 		}
 	}
-	if ex.hedges < ps.MaxHedges && !ex.resp.started && ex.c.tphase != tHedge {
+	if ex.hedges < ps.MaxHedges && !ex.resp.started && ex.c.phase() != tHedge {
 		ex.c.arm(tHedge, ex.sh.now+int64(ps.HedgeDelay))
 	}
 }
@@ -844,7 +847,7 @@ func (a *attempt) drop(o *httpcore.Outcome) {
 func (ex *exchange) failAttempts() {
 	o := &ex.last
 	if o.Failure == httpcore.ClientFailed || o.Failure == httpcore.ClientTimeout {
-		ex.c.closeAfter = true
+		ex.c.setClosing()
 	}
 	ex.sh.e.logger.Warn("request failed", "pool", ex.ps.Name, "reason", o.Failure.String(), "err", o.Err)
 	ex.cx.Fail(o)
@@ -856,15 +859,15 @@ func (ex *exchange) reply() {
 	c := ex.c
 	rp := &ex.cx.Reply
 	if rp.Close || !ex.keepAlive || !ex.bodyRead() {
-		c.closeAfter = true // the body's rest cannot be told from the next request
+		c.setClosing() // the body's rest cannot be told from the next request
 	}
 	ex.resp.status, ex.resp.term = rp.Status, rp.Term
 	c.render(rp, ex.method == mHead)
-	if !c.Registered() {
+	if !c.alive() {
 		return
 	}
 	ex.logAccess()
-	ex.finish(c.closeAfter)
+	ex.finish(c.closing())
 }
 
 // abandon ends the exchange because its client went away (or the engine shuts down).

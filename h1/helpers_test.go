@@ -71,7 +71,10 @@ func (te *testEngine) exchangeRaw(t testing.TB, raw []byte) []byte {
 }
 
 // startEngine builds the pools and serves cfg's only listener on a fresh 127.0.0.1 port.
-func startEngine(t testing.TB, cfg *config.Config) *testEngine {
+func startEngine(t testing.TB, cfg *config.Config) *testEngine { return startEngineWith(t, cfg, nil) }
+
+// startEngineWith is startEngine with setup run on the engine before it serves.
+func startEngineWith(t testing.TB, cfg *config.Config, setup func(*Engine)) *testEngine {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -93,6 +96,9 @@ func startEngine(t testing.TB, cfg *config.Config) *testEngine {
 	}
 	if err := core.Swap(cfg, pools); err != nil {
 		t.Fatal(err)
+	}
+	if setup != nil {
+		setup(e)
 	}
 	te := &testEngine{Engine: e, core: core, addr: ln.Addr().String(), pools: pools, done: make(chan error, 1)}
 	go func() { te.done <- e.Serve(cfg.Listeners[0].Name, ln) }()

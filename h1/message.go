@@ -5,7 +5,6 @@ package h1
 import (
 	"bytes"
 	"net"
-	"syscall"
 	"unsafe"
 
 	"github.com/valyala/fasthttp"
@@ -20,7 +19,7 @@ import (
 // RequestHeader, which writes the forwarded head).
 type reqMsg struct {
 	h     *fasthttp.RequestHeader
-	c     *clientConn
+	c     front
 	proto []byte // the client's version, for the access log (the backend may get HTTP/1.1)
 }
 
@@ -50,24 +49,9 @@ func (m *reqMsg) ContentLength() int64 {
 	return 0
 }
 
-// LocalAddr is the address the client connected to: the PROXY header's, else asked of the
-// socket (only a redirect of a request without Host needs it).
-func (m *reqMsg) LocalAddr() net.Addr {
-	if m.c.local.IsValid() {
-		return net.TCPAddrFromAddrPort(m.c.local)
-	}
-	var sa syscall.Sockaddr
-	if fd := m.c.FD.Fd; fd >= 0 {
-		sa, _ = syscall.Getsockname(fd)
-	}
-	switch a := sa.(type) {
-	case *syscall.SockaddrInet4:
-		return &net.TCPAddr{IP: a.Addr[:], Port: a.Port}
-	case *syscall.SockaddrInet6:
-		return &net.TCPAddr{IP: a.Addr[:], Port: a.Port}
-	}
-	return &net.TCPAddr{IP: net.IPv4zero}
-}
+// LocalAddr is the address the client connected to (only a redirect of a request without
+// Host needs it).
+func (m *reqMsg) LocalAddr() net.Addr { return m.c.localAddr() }
 
 // respMsg is httpcore.Response over a backend's response head as it arrived (raw, status line
 // to blank line), with the core's changes kept beside it: names deleted and fields added, in

@@ -63,7 +63,7 @@ func (a *attempt) readResponse() {
 	}
 	bc := a.bc
 	c := ex.c
-	gen, cgen, xgen := bc.gen, c.gen, ex.gen
+	gen, cgen, xgen := bc.gen, c.generation(), ex.gen
 	for !ex.resp.started {
 		if bc.Ready&evloop.Readable == 0 {
 			return
@@ -129,7 +129,7 @@ func (a *attempt) readResponse() {
 			}
 			ex.win(a)
 			ex.responseHead(data[:end], &r, data[end:])
-			if bc.gen != gen || c.gen != cgen || ex.gen != xgen || ex.resp.tunnel {
+			if bc.gen != gen || c.generation() != cgen || ex.gen != xgen || ex.resp.tunnel {
 				return // finished (or failed) with its head
 			}
 			break
@@ -157,7 +157,7 @@ func (ex *exchange) win(a *attempt) {
 		ex.ps.Release(b, time.Duration(ex.sh.now-o.start), 0, false)
 	}
 	ex.a = a
-	if ex.c.tphase == tHedge {
+	if ex.c.phase() == tHedge {
 		ex.c.disarm()
 	}
 }
@@ -186,7 +186,7 @@ func (ex *exchange) responseHead(raw []byte, r *respHead, rest []byte) {
 	case r.chunked:
 		rs.framing = fChunked
 		rs.dec.reset()
-		if ex.http10 {
+		if c.raw() {
 			rs.out = oRaw
 			m.unchunk = true
 		} else {
@@ -197,20 +197,19 @@ func (ex *exchange) responseHead(raw []byte, r *respHead, rest []byte) {
 	default:
 		rs.framing = fClose
 		rs.reusable = false
-		if ex.http10 {
+		if c.raw() {
 			rs.out = oRaw
 		} else {
 			rs.out = oChunk
 			m.chunk = true
 		}
 	}
-	closeClient := !ex.keepAlive || c.closeAfter || rs.out == oRaw || ex.upgrade ||
-		c.l.maxRequests > 0 && c.served+1 >= c.l.maxRequests ||
+	closeClient := !ex.keepAlive || c.closing() || rs.out == oRaw || ex.upgrade || c.lastRequest() ||
 		!ex.bodyRead() // an early answer: the rest of the body cannot be told from a request
 	switch {
 	case closeClient:
 		m.conn = connClose
-		c.closeAfter = true
+		c.setClosing()
 	case ex.http10:
 		m.conn = connKeepAlive
 	}
@@ -227,7 +226,7 @@ func (ex *exchange) responseHead(raw []byte, r *respHead, rest []byte) {
 	if ex.cx.Respond(&ex.msg, &ex.rm, a.b) != httpcore.EncNone {
 		ex.rm.Del(keyContentEncoding)
 	}
-	w := ex.rm.render(sh.wbuf[:0], m)
+	w := c.head(ex, m, sh.wbuf[:0])
 	// The body bytes that came with the head go out in the same write when they are few.
 	var body []byte
 	used := 0
@@ -315,13 +314,13 @@ func (ex *exchange) respDone() bool {
 func (ex *exchange) pumpResponse() {
 	c, sh := ex.c, ex.sh
 	bc := ex.a.bc
-	gen, cgen, xgen := bc.gen, c.gen, ex.gen
+	gen, cgen, xgen := bc.gen, c.generation(), ex.gen
 	rs := &ex.resp
-	for len(c.out) == 0 && !ex.respDone() {
+	for !c.blocked() && !ex.respDone() {
 		if bc.Ready&evloop.Readable == 0 {
 			return
 		}
-		buf := sh.s.Buf()
+		buf := sh.s.Buf()[:c.readSize()]
 		if rs.framing == fLength {
 			buf = buf[:min(int64(len(buf)), rs.remain)]
 		}
@@ -348,7 +347,7 @@ func (ex *exchange) pumpResponse() {
 		if used < n {
 			rs.reusable = false
 		}
-		if !c.write(w, body) || bc.gen != gen || c.gen != cgen || ex.gen != xgen {
+		if !c.write(w, body) || bc.gen != gen || c.generation() != cgen || ex.gen != xgen {
 			return
 		}
 		if rs.broken {
@@ -410,5 +409,5 @@ func (ex *exchange) finishResponse() {
 	o := httpcore.Outcome{Status: rs.status}
 	ex.ps.Release(b, time.Duration(rs.ttfb), rs.status, ex.ps.BackendFailure(&o))
 	ex.logAccess()
-	ex.finish(ex.c.closeAfter)
+	ex.finish(ex.c.closing())
 }

@@ -16,10 +16,11 @@ import (
 
 // TLS listeners: the shard that accepts a connection admits it (max_conns_per_client) and
 // hands its descriptor to a goroutine for the handshake (package tlsconn), bounded by
-// read_header_timeout. A connection that negotiated h2 by ALPN goes, blocking, to the
-// listener's HTTP/2 server; the others come back to the shard that accepted them and are
-// served as plain ones, every read and write going through crypto/tls on the shard
-// (clientConn's Read, Write, Writev and ShutdownWrite below).
+// read_header_timeout. Every connection comes back to the shard that accepted it, every read
+// and write going through crypto/tls on the shard (clientConn's Read, Write, Writev and
+// ShutdownWrite below): HTTP/1.1 ones are served as plain ones, those that negotiated h2 by
+// ALPN by an h2mux.Conn (h2conn.go) when the engine has HTTP/2 settings (SetHTTP2), else
+// they go, blocking, to the listener's HTTP/2 server.
 
 // tlsOpts is a TLS listener's: the server configuration and the HTTP/2 server.
 type tlsOpts struct {
@@ -36,7 +37,12 @@ func (l *listener) handshake(s *evloop.Shard, fd int, peer netip.AddrPort, count
 		l.dropFD(fd, peer, counted)
 		return
 	}
-	if tc.ConnectionState().NegotiatedProtocol == "h2" {
+	h2 := tc.ConnectionState().NegotiatedProtocol == "h2"
+	if h2 && l.h2tls { // HTTP/2 on the shard (h2conn.go), records through crypto/tls as HTTP/1.1's
+		s.Post(&tlsAttach{l: l, fd: fd, peer: peer, counted: counted, tc: tc, h2: true})
+		return
+	}
+	if h2 {
 		_, _, _ = syscall.RawSyscall(syscall.SYS_CLOSE, uintptr(fd), 0, 0) // the duplicate serves
 		if l.tls.h2 == nil {
 			tc.Release()
@@ -72,6 +78,7 @@ type tlsAttach struct {
 	peer    netip.AddrPort
 	counted bool
 	tc      *tlsconn.Conn
+	h2      bool // ALPN h2: served on the shard by an h2mux.Conn
 }
 
 func (t *tlsAttach) Run(s *evloop.Shard) {
@@ -93,6 +100,10 @@ func (t *tlsAttach) Run(s *evloop.Shard) {
 	}
 	c.tls = t.tc
 	t.tc.Attach(&c.FD)
+	if t.h2 {
+		c.startTLSH2()
+		return
+	}
 	c.start()
 }
 

@@ -17,7 +17,7 @@ import (
 
 // tunnel sends the 101 with what came behind it and switches the exchange.
 func (ex *exchange) tunnel(raw []byte, r *respHead, rest []byte) {
-	c, sh := ex.c, ex.sh
+	c, sh := ex.c.(*clientConn), ex.sh // only HTTP/1.1 switches protocols
 	ex.resp.started = true
 	ex.resp.tunnel = true
 	ex.reqDone = true
@@ -43,7 +43,7 @@ func (ex *exchange) tunnelling() bool { return ex.resp.tunnel }
 
 // tunnelEvent moves what both sides have, as far as the other side takes it.
 func (ex *exchange) tunnelEvent() {
-	c, bc, sh := ex.c, ex.a.bc, ex.sh
+	c, bc, sh := ex.c.(*clientConn), ex.a.bc, ex.sh
 	gen, cgen := bc.gen, c.gen
 	rs := &ex.resp
 	for progress := true; progress; {
@@ -131,7 +131,7 @@ func (ex *exchange) endTunnel(clean bool) {
 		ex.ps.Release(b, time.Duration(ex.resp.ttfb), 101, false)
 	}
 	ex.logAccess()
-	c := ex.c
+	c := ex.c.(*clientConn)
 	c.ex = nil
 	ex.gone = true
 	ex.freeIfDone()

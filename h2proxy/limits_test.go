@@ -84,18 +84,38 @@ func (r *rawH2) readUntil(f func(http2.Frame) bool) error {
 	}
 }
 
+// onBothPlanes runs an h2c test on both paths that serve h2c connections: the event-loop
+// engine's shards (package h1, for a configuration it serves: HTTP/1.1 backends) and this
+// package's owner goroutines (a configuration with h2c backends). The test's configuration
+// takes its pool protocol from planeProtocol.
+func onBothPlanes(t *testing.T, test func(*testing.T)) {
+	t.Run("engine", test)
+	t.Run("h2proxy", test)
+}
+
+// planeProtocol is the pool protocol that puts a test's h2c listener on its plane: http1 for
+// the engine (the backends, h2cServer, speak HTTP/1.1 too), h2c for h2proxy.
+func planeProtocol(t *testing.T) string {
+	if strings.Contains(t.Name(), "/engine") {
+		return "http1"
+	}
+	return "h2c"
+}
+
 func limitsServer(t *testing.T, listenerExtra string, backend http.Handler) string {
 	t.Helper()
 	s := start(t, fmt.Sprintf(`
 listeners: [{name: in, address: "127.0.0.1:0", h2c: true%s}]
-pools: [{name: p, protocol: h2c, backends: [{address: %s}]}]
-`, listenerExtra, h2cServer(t, backend)))
+pools: [{name: p, protocol: %s, backends: [{address: %s}]}]
+`, listenerExtra, planeProtocol(t), h2cServer(t, backend)))
 	return s.Addr("in").String()
 }
 
 // The server's SETTINGS announce the documented limits: concurrent streams, header list size
 // (the listener's max_header_bytes), frame size and the stream window.
-func TestH2SettingsAnnounceLimits(t *testing.T) {
+func TestH2SettingsAnnounceLimits(t *testing.T) { onBothPlanes(t, testH2SettingsAnnounceLimits) }
+
+func testH2SettingsAnnounceLimits(t *testing.T) {
 	addr := limitsServer(t, ", max_header_bytes: 4096", http.NotFoundHandler())
 	r := dialRaw(t, addr)
 	got := map[http2.SettingID]uint32{}
@@ -128,7 +148,9 @@ func TestH2SettingsAnnounceLimits(t *testing.T) {
 // A header list over the listener's max_header_bytes gets 431, and the connection lives on.
 // (One field longer than the whole limit is a COMPRESSION_ERROR that ends the connection:
 // x/net/http2 caps the decoder's string length at the limit.)
-func TestH2HeaderListTooLarge(t *testing.T) {
+func TestH2HeaderListTooLarge(t *testing.T) { onBothPlanes(t, testH2HeaderListTooLarge) }
+
+func testH2HeaderListTooLarge(t *testing.T) {
 	addr := limitsServer(t, ", max_header_bytes: 4096", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
 	r := dialRaw(t, addr)
 	var many [][2]string // each field fits, the list does not (x/net adds 4096 of slack)
@@ -159,7 +181,9 @@ func TestH2HeaderListTooLarge(t *testing.T) {
 // CONTINUATION flood (CVE-2024-27316 class): a header block that never ends, sent as endless
 // CONTINUATION frames, ends the connection once it passes the header list limit, long before
 // the 16 MiB the client is willing to send.
-func TestH2ContinuationFlood(t *testing.T) {
+func TestH2ContinuationFlood(t *testing.T) { onBothPlanes(t, testH2ContinuationFlood) }
+
+func testH2ContinuationFlood(t *testing.T) {
 	addr := limitsServer(t, ", max_header_bytes: 8192", http.NotFoundHandler())
 	r := dialRaw(t, addr)
 	if err := r.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: headerBlock("/"), EndHeaders: false}); err != nil {
@@ -196,7 +220,9 @@ func TestH2ContinuationFlood(t *testing.T) {
 
 // Rapid reset (CVE-2023-44487): a client that opens streams and cancels them at once, faster
 // than the limit, is disconnected; the backend sees far fewer requests than were opened.
-func TestH2RapidResetDisconnects(t *testing.T) {
+func TestH2RapidResetDisconnects(t *testing.T) { onBothPlanes(t, testH2RapidResetDisconnects) }
+
+func testH2RapidResetDisconnects(t *testing.T) {
 	var seen atomic.Int64
 	addr := limitsServer(t, "", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		seen.Add(1)
@@ -233,7 +259,9 @@ func TestH2RapidResetDisconnects(t *testing.T) {
 }
 
 // An HTTP/2 connection with no streams for the listener's idle_timeout gets GOAWAY and closes.
-func TestH2IdleTimeout(t *testing.T) {
+func TestH2IdleTimeout(t *testing.T) { onBothPlanes(t, testH2IdleTimeout) }
+
+func testH2IdleTimeout(t *testing.T) {
 	addr := limitsServer(t, ", idle_timeout: 300ms", http.NotFoundHandler())
 	r := dialRaw(t, addr)
 	begin := time.Now()
@@ -258,7 +286,9 @@ func isReset(err error) bool {
 // The rapid-reset limit itself, without x/net's queue limit: waves of 100 streams (well under
 // the concurrent-stream limit, so none wait) that reach the backend and are then reset. The
 // connection is closed once more than MaxClientResetsPerSecond resets fall in one second.
-func TestH2RapidResetLimitPaced(t *testing.T) {
+func TestH2RapidResetLimitPaced(t *testing.T) { onBothPlanes(t, testH2RapidResetLimitPaced) }
+
+func testH2RapidResetLimitPaced(t *testing.T) {
 	var seen atomic.Int64
 	addr := limitsServer(t, "", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		seen.Add(1)
@@ -310,7 +340,9 @@ done:
 }
 
 // Shutdown sends GOAWAY on open HTTP/2 connections, lets a running stream finish, and returns.
-func TestShutdownDrainsHTTP2(t *testing.T) {
+func TestShutdownDrainsHTTP2(t *testing.T) { onBothPlanes(t, testShutdownDrainsHTTP2) }
+
+func testShutdownDrainsHTTP2(t *testing.T) {
 	release, running := make(chan struct{}), make(chan struct{})
 	backend := h2cServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		close(running)
@@ -320,8 +352,8 @@ func TestShutdownDrainsHTTP2(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "b.yaml")
 	os.WriteFile(file, []byte(fmt.Sprintf(`
 listeners: [{name: in, address: "127.0.0.1:0", h2c: true}]
-pools: [{name: p, protocol: h2c, backends: [{address: %s}]}]
-`, backend)), 0o600)
+pools: [{name: p, protocol: %s, backends: [{address: %s}]}]
+`, planeProtocol(t), backend)), 0o600)
 	cfg, err := config.Load(file)
 	if err != nil {
 		t.Fatal(err)
@@ -372,13 +404,15 @@ pools: [{name: p, protocol: h2c, backends: [{address: %s}]}]
 // The requests h2mux refuses before any of the engine's code runs get their access-log line
 // too: 431 for a head past max_header_bytes, 400 for a malformed one (a connection-specific
 // field, reset with PROTOCOL_ERROR), both marked refused (PR).
-func TestRefusedRequestsLogged(t *testing.T) {
+func TestRefusedRequestsLogged(t *testing.T) { onBothPlanes(t, testRefusedRequestsLogged) }
+
+func testRefusedRequestsLogged(t *testing.T) {
 	logFile := filepath.Join(t.TempDir(), "access.log")
 	s := start(t, fmt.Sprintf(`
 listeners: [{name: in, address: "127.0.0.1:0", h2c: true, max_header_bytes: 4096}]
 logging: {access: true, access_file: %q}
-pools: [{name: p, protocol: h2c, backends: [{address: %s}]}]
-`, logFile, h2cServer(t, http.NotFoundHandler())))
+pools: [{name: p, protocol: %s, backends: [{address: %s}]}]
+`, logFile, planeProtocol(t), h2cServer(t, http.NotFoundHandler())))
 	r := dialRaw(t, s.Addr("in").String())
 	var big [][2]string
 	for i := range 6 {
@@ -411,7 +445,9 @@ pools: [{name: p, protocol: h2c, backends: [{address: %s}]}]
 // A client that floods PINGs and reads nothing (CVE-2019-9512): the acknowledgements queued
 // unwritten pass the control-frame limit, the connection ends, and the server stops taking
 // the flood (the client's writes fail) within a bounded number of bytes.
-func TestH2PingFloodWithoutReading(t *testing.T) {
+func TestH2PingFloodWithoutReading(t *testing.T) { onBothPlanes(t, testH2PingFloodWithoutReading) }
+
+func testH2PingFloodWithoutReading(t *testing.T) {
 	addr := limitsServer(t, "", http.NotFoundHandler())
 	r := dialRaw(t, addr)
 	_ = r.c.(*net.TCPConn).SetReadBuffer(4 << 10) // the client's socket fills quickly

@@ -44,9 +44,10 @@ func New(core *httpcore.Core, bridge httpcore.Bridge, logger *slog.Logger) *Prox
 // over every connection the engine served.
 func (p *Proxy) Counters() *h2mux.Counters { return &p.counters }
 
-// config is the h2mux configuration of a connection of listener l: the engine's limits
-// (limits.go) and the listener's header size and idle timeout.
-func (p *Proxy) config(l *config.Listener) h2mux.Config {
+// MuxConfig is the h2mux configuration of a connection of listener l: the engine's limits
+// (limits.go), the listener's header size and idle timeout, and the engine's counters. The
+// event-loop engine (package h1) serves h2c connections with it too.
+func (p *Proxy) MuxConfig(l *config.Listener) h2mux.Config {
 	maxHdr := l.MaxHeaderBytes
 	if maxHdr <= 0 {
 		maxHdr = config.DefaultMaxHeaderBytes
@@ -94,7 +95,7 @@ func (p *Proxy) ServeConn(listener string, c net.Conn, tls bool) {
 	defer p.conns.Done()
 	cs := &connState{proxy: p, listener: listener, tls: tls, client: httpcore.ClientAddr(c.RemoteAddr()), local: c.LocalAddr()}
 	cs.clientStr = c.RemoteAddr().String()
-	cs.serveMux(c, p.config(l))
+	cs.serveMux(c, p.MuxConfig(l))
 }
 
 // Shutdown sends GOAWAY on every connection and waits until their streams finish or ctx ends.

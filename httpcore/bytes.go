@@ -217,3 +217,20 @@ var authorityChar = func() (t [256]bool) {
 	}
 	return t
 }()
+
+// RequestLine reports whether line (without its end) looks like an HTTP/1 request line: a
+// token, a space, a target without spaces, a space, and HTTP/ with a one-digit major and
+// minor version. On an h2c listener, first bytes that are neither the HTTP/2 client preface
+// nor such a line are an HTTP/2 client's invalid preface (RFC 9113 §3.4), closed without an
+// answer.
+func RequestLine(line []byte) bool {
+	method, rest, ok := bytes.Cut(line, []byte(" "))
+	if !ok || !IsToken(method) {
+		return false
+	}
+	target, version, ok := bytes.Cut(rest, []byte(" "))
+	if !ok || len(target) == 0 || len(version) != 8 || !bytes.HasPrefix(version, []byte("HTTP/")) {
+		return false
+	}
+	return '0' <= version[5] && version[5] <= '9' && version[6] == '.' && '0' <= version[7] && version[7] <= '9'
+}

@@ -62,7 +62,11 @@ type httpPlane struct {
 func newHTTPPlane(logger *slog.Logger) *httpPlane {
 	core := httpcore.New(logger)
 	h1 := httpproxy.New(core, logger)
-	return &httpPlane{logger: logger, core: core, proxy: h1, h2: h2proxy.New(core, h1, logger), engine: newEngine(core, logger), down: make(chan struct{})}
+	p := &httpPlane{logger: logger, core: core, proxy: h1, h2: h2proxy.New(core, h1, logger), engine: newEngine(core, logger), down: make(chan struct{})}
+	if p.engine != nil { // h2c on the engine: the HTTP/2 plane's limits and counters
+		p.engine.SetHTTP2(p.h2.MuxConfig, p.h2.Counters())
+	}
+	return p
 }
 
 func (p *httpPlane) Name() string { return "http" }
@@ -144,9 +148,13 @@ func (p *httpPlane) Serve(listener string, sock Socket) error {
 	ln := sock.Stream
 	p.mu.Lock()
 	if p.engine != nil && engineServes(p.cfg, listener) { // it reads PROXY headers itself
+		h2c := isH2C(p.cfg, listener)
 		p.mu.Unlock()
 		if cfg := p.fronts.tlsConfig(listener); cfg != nil {
 			return p.engine.ServeTLS(listener, ln, cfg, func(c net.Conn) { p.h2.ServeConn(listener, c, true) })
+		}
+		if h2c {
+			return p.serveH2C(listener, ln)
 		}
 		return p.engine.Serve(listener, ln)
 	}

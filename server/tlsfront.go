@@ -274,19 +274,8 @@ func sniffPreface(c io.Reader, maxLine int) (prefix []byte, h2 bool, err error) 
 // preface nor an HTTP/1 request line.
 var errInvalidPreface = errors.New("neither the HTTP/2 preface nor an HTTP/1 request line")
 
-// requestLine reports whether line looks like an HTTP/1 request line: a token, a space, a
-// target without spaces, a space, and HTTP/ with a one-digit major and minor version.
-func requestLine(line []byte) bool {
-	method, rest, ok := bytes.Cut(line, []byte(" "))
-	if !ok || !httpcore.IsToken(method) {
-		return false
-	}
-	target, version, ok := bytes.Cut(rest, []byte(" "))
-	if !ok || len(target) == 0 || len(version) != 8 || !bytes.HasPrefix(version, []byte("HTTP/")) {
-		return false
-	}
-	return '0' <= version[5] && version[5] <= '9' && version[6] == '.' && '0' <= version[7] && version[7] <= '9'
-}
+// requestLine reports whether line looks like an HTTP/1 request line (httpcore.RequestLine).
+func requestLine(line []byte) bool { return httpcore.RequestLine(line) }
 
 // prefixConn replays bytes already read from a connection before reading on.
 type prefixConn struct {
