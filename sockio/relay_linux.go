@@ -166,50 +166,95 @@ func (s *relayShard) ctl(op int, fl *relayFlow, d int) error {
 	return nil
 }
 
+// run serves the shard's events until the process ends. It stays in one RawRead of the epoll
+// set between sweeps, so that the readiness the runtime's poller reports while a batch is
+// served is kept (a new RawRead would reset it): after a batch the shard parks without a
+// further epoll_pwait, which would mostly find nothing. That is safe because the set waits in
+// the runtime's poller edge-triggered and every event added to the set after the shard's last
+// epoll_pwait raises a new edge. Two cases do not: a level-triggered socket (a listener) that
+// is still ready goes back on the set's ready list without one, and a batch that filled the
+// events may have left events behind; after either the shard looks again before it parks.
 func (s *relayShard) run() {
-	events := make([]syscall.EpollEvent, 128)
-	ready := make([]*relayFlow, 0, 128)
-	sides := make([]int, 0, 128)
-	masks := make([]uint32, 0, 128)
-	var accepts []*RelayListener
-	buf := make([]byte, bufSize)
-	n := 0
-	wait := func(fd uintptr) bool {
-		r, _, e := syscall.RawSyscall6(syscall.SYS_EPOLL_PWAIT, fd, uintptr(unsafe.Pointer(&events[0])), uintptr(len(events)), 0, 0, 0)
-		n = int(r)
-		return (e == 0 && n > 0) || (e != 0 && e != syscall.EINTR && e != syscall.EAGAIN)
-	}
+	l := &shardLoop{s: s, events: make([]syscall.EpollEvent, 128), buf: make([]byte, bufSize)}
+	l.ready = make([]*relayFlow, 0, len(l.events))
+	l.sides = make([]int, 0, len(l.events))
+	l.masks = make([]uint32, 0, len(l.events))
+	wait := l.wait // one func value: a RawRead allocates nothing
 	for {
-		n = 0
 		if err := s.rc.Read(wait); err != nil {
 			s.sweep() // the sweep deadline passed
-			continue
 		}
-		ready, sides, masks, accepts = ready[:0], sides[:0], masks[:0], accepts[:0]
-		s.mu.Lock()
-		for _, ev := range events[:max(n, 0)] {
-			key := uint64(uint32(ev.Fd)) | uint64(uint32(ev.Pad))<<32
-			if fl := s.flows[key>>1]; fl != nil {
-				ready = append(ready, fl)
-				sides = append(sides, int(key&1))
-				masks = append(masks, ev.Events)
-			} else if l := s.listeners[key>>1]; l != nil {
-				accepts = append(accepts, l)
-			}
-		}
-		s.mu.Unlock()
-		for _, l := range accepts {
-			l.accept(s.index)
-		}
-		clear(accepts)
-		now := time.Now().UnixNano() // the activity stamp of every pair served in this batch
-		for i, fl := range ready {
-			if !fl.over {
-				s.serve(fl, sides[i], masks[i], buf, now)
-			}
-		}
-		clear(ready)
 	}
+}
+
+// shardLoop is a shard's goroutine's state: the epoll_pwait results and the buffer every
+// pair's bytes pass through.
+type shardLoop struct {
+	s       *relayShard
+	events  []syscall.EpollEvent
+	ready   []*relayFlow
+	sides   []int
+	masks   []uint32
+	accepts []*RelayListener
+	buf     []byte
+	round   uint64 // epoll_pwait calls, for the listeners' streaks
+}
+
+// wait is the shard's RawRead function: it serves batches while there may be more, and
+// reports false (park until the set is readable) once the set is found empty or a batch may
+// be the last. An epoll_pwait error other than EINTR and EAGAIN ends the RawRead (true).
+func (l *shardLoop) wait(fd uintptr) bool {
+	for {
+		r, _, e := syscall.RawSyscall6(syscall.SYS_EPOLL_PWAIT, fd, uintptr(unsafe.Pointer(&l.events[0])), uintptr(len(l.events)), 0, 0, 0)
+		l.round++
+		switch {
+		case e == syscall.EINTR:
+			continue
+		case e == syscall.EAGAIN:
+			return false
+		case e != 0:
+			return true
+		case r == 0:
+			return false
+		}
+		n := int(r)
+		level := l.serve(n)
+		if !level && n < len(l.events) {
+			return false
+		}
+	}
+}
+
+// serve serves a batch of n events: the listeners' first, then the pairs'. It reports whether
+// a listener was among them (level-triggered: it may still be ready).
+func (l *shardLoop) serve(n int) bool {
+	s := l.s
+	l.ready, l.sides, l.masks, l.accepts = l.ready[:0], l.sides[:0], l.masks[:0], l.accepts[:0]
+	s.mu.Lock()
+	for _, ev := range l.events[:n] {
+		key := uint64(uint32(ev.Fd)) | uint64(uint32(ev.Pad))<<32
+		if fl := s.flows[key>>1]; fl != nil {
+			l.ready = append(l.ready, fl)
+			l.sides = append(l.sides, int(key&1))
+			l.masks = append(l.masks, ev.Events)
+		} else if ln := s.listeners[key>>1]; ln != nil {
+			l.accepts = append(l.accepts, ln)
+		}
+	}
+	s.mu.Unlock()
+	level := len(l.accepts) > 0
+	for _, ln := range l.accepts {
+		ln.accept(s.index, l.round)
+	}
+	clear(l.accepts)
+	now := time.Now().UnixNano() // the activity stamp of every pair served in this batch
+	for i, fl := range l.ready {
+		if !fl.over {
+			s.serve(fl, l.sides[i], l.masks[i], l.buf, now)
+		}
+	}
+	clear(l.ready)
+	return level
 }
 
 // relayBurst bounds the buffer-filling reads one wake-up of a pair may take in the shard
