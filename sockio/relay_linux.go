@@ -47,11 +47,16 @@ type relayShard struct {
 	ep   *os.File // epfd in the runtime's network poller
 	rc   syscall.RawConn
 
-	mu        sync.Mutex // guards flows, listeners, next and swept; taken per Forward and once per epoll_wait
+	mu        sync.Mutex // guards flows, listeners, next, swept and free; taken per Forward and once per epoll_pwait
 	flows     map[uint64]*relayFlow
 	listeners map[uint64]*RelayListener // sockets the shard accepts from (Listen)
 	next      uint64
 	swept     bool // a sweep deadline is armed on ep (some flow has an idle timeout)
+
+	// free holds flows the shard ended, for Forward to reuse (under mu); ended collects those
+	// of the running batch, freed once the batch is over (its events may still name them).
+	free  []*relayFlow
+	ended []*relayFlow
 
 	handedOver atomic.Uint64 // pairs given to Pipe's goroutines (tests read it)
 	index      int           // in the Relay's shards
@@ -102,9 +107,8 @@ func newRelayShard() (*relayShard, error) {
 // write or close them (Shutdown is allowed: the relay sees it as the end of both directions)
 // until Done has run, after which the relay closes them.
 func (r *Relay) Forward(f RelayFlow) {
-	fl := &relayFlow{RelayFlow: f, fd: [2]int{f.A, f.B}, last: time.Now().UnixNano(), res: RelayResult{Failed: -1, FirstFIN: -1}}
 	if len(r.shards) == 0 {
-		go fl.pipeAll(f.Prefix, 0, nil)
+		go newRelayFlow(f).pipeAll(f.Prefix, 0, nil)
 		return
 	}
 	var s *relayShard
@@ -113,7 +117,9 @@ func (r *Relay) Forward(f RelayFlow) {
 	} else {
 		s = r.shards[r.next.Add(1)%uint32(len(r.shards))]
 	}
+	var fl *relayFlow
 	if len(f.Prefix) > 0 {
+		fl = newRelayFlow(f)
 		w, err := Write(f.B, f.Prefix)
 		if err != nil {
 			fl.fail(1, errnoOf(err))
@@ -126,6 +132,16 @@ func (r *Relay) Forward(f RelayFlow) {
 		}
 	}
 	s.mu.Lock()
+	if fl == nil {
+		if k := len(s.free); k > 0 {
+			fl = s.free[k-1]
+			s.free[k-1] = nil
+			s.free = s.free[:k-1]
+			fl.init(f)
+		} else {
+			fl = newRelayFlow(f)
+		}
+	}
 	fl.id = s.next
 	s.next++
 	s.flows[fl.id] = fl
@@ -134,20 +150,52 @@ func (r *Relay) Forward(f RelayFlow) {
 		s.swept = true
 		_ = s.ep.SetReadDeadline(time.Now().Add(pollEvery))
 	}
-	s.mu.Unlock()
+	// Both sides join the set under mu: the shard finds the flow by its events only under mu,
+	// so it cannot serve (and end, and reuse) the flow before its second side is in.
 	for d := range 2 {
 		if err := s.ctl(syscall.EPOLL_CTL_ADD, fl, d); err != nil {
-			s.mu.Lock()
 			delete(s.flows, fl.id)
-			s.mu.Unlock()
 			s.open.Add(-1)
 			if d == 1 {
 				_ = s.ctl(syscall.EPOLL_CTL_DEL, fl, 0)
 			}
+			s.mu.Unlock()
 			go fl.finish(false)
 			return
 		}
 	}
+	s.mu.Unlock()
+}
+
+func newRelayFlow(f RelayFlow) *relayFlow {
+	fl := new(relayFlow)
+	fl.init(f)
+	return fl
+}
+
+// init makes fl f's flow, as new.
+func (fl *relayFlow) init(f RelayFlow) {
+	*fl = relayFlow{RelayFlow: f, fd: [2]int{f.A, f.B}, last: time.Now().UnixNano(), res: RelayResult{Failed: -1, FirstFIN: -1}}
+}
+
+// relayFree bounds the ended flows a shard keeps for reuse.
+const relayFree = 256
+
+// release keeps the flows ended since the last release for reuse (the shard's goroutine calls
+// it once no event of the batch that ended them can name them any more).
+func (s *relayShard) release() {
+	if len(s.ended) == 0 {
+		return
+	}
+	for _, fl := range s.ended {
+		*fl = relayFlow{} // drop what it pointed to
+	}
+	s.mu.Lock()
+	n := min(len(s.ended), relayFree-len(s.free))
+	s.free = append(s.free, s.ended[:max(n, 0)]...)
+	s.mu.Unlock()
+	clear(s.ended)
+	s.ended = s.ended[:0]
 }
 
 // epollET is EPOLLET as the uint32 an EpollEvent holds (the syscall package's is negative).
@@ -254,6 +302,7 @@ func (l *shardLoop) serve(n int) bool {
 		}
 	}
 	clear(l.ready)
+	s.release()
 	return level
 }
 
@@ -357,9 +406,11 @@ func (s *relayShard) forget(fl *relayFlow) {
 }
 
 // end closes the pair and runs Done; closing the sockets takes them out of the epoll set.
+// The flow is reused once the shard releases it.
 func (s *relayShard) end(fl *relayFlow, idled bool) {
 	s.forget(fl)
 	fl.finish(idled)
+	s.ended = append(s.ended, fl)
 }
 
 // fail records that side d failed with e, unless a side already did.
@@ -459,4 +510,5 @@ func (s *relayShard) sweep() {
 	for _, fl := range idle {
 		s.end(fl, true)
 	}
+	s.release()
 }
