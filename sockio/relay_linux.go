@@ -131,6 +131,48 @@ func (r *Relay) Forward(f RelayFlow) {
 			return
 		}
 	}
+	// The client has mostly sent its first bytes by now (a request right after its connect,
+	// before the accept and the connect to the backend): move them before the pair joins the
+	// set. Added later, the readable socket would put itself on the set's ready list, raise an
+	// edge in the runtime's poller and cost the shard another round and a wake-up. A client
+	// that has sent nothing (a protocol where the server speaks first) costs one read that
+	// finds EAGAIN.
+	var early [earlyRead]byte
+	moved, endA := 0, false
+	r0, _, e := syscall.RawSyscall(syscall.SYS_READ, uintptr(f.A), uintptr(unsafe.Pointer(&early[0])), earlyRead)
+	switch {
+	case e == syscall.EAGAIN || e == syscall.EINTR:
+	case e != 0: // reset, or the like: the pair ends
+		if fl == nil {
+			fl = newRelayFlow(f)
+		}
+		fl.fail(0, e)
+		go fl.finish(false)
+		return
+	case r0 == 0:
+		endA = true
+		_, _, _ = syscall.RawSyscall(syscall.SYS_SHUTDOWN, uintptr(f.B), syscall.SHUT_WR, 0)
+	default:
+		got := int(r0)
+		w, err := Write(f.B, early[:got])
+		if w > 0 && f.AB != nil {
+			f.AB.Add(uint64(w))
+		}
+		if err != nil || w < got {
+			if fl == nil {
+				fl = newRelayFlow(f)
+			}
+			fl.res.Moved[0] += uint64(w)
+			if err != nil {
+				fl.fail(1, errnoOf(err))
+				go fl.finish(false)
+			} else { // the backend cannot take it all yet: Pipe waits
+				go fl.pipeAll(nil, 0, append([]byte(nil), early[w:got]...))
+			}
+			return
+		}
+		moved = got
+	}
 	s.mu.Lock()
 	if fl == nil {
 		if k := len(s.free); k > 0 {
@@ -141,6 +183,11 @@ func (r *Relay) Forward(f RelayFlow) {
 		} else {
 			fl = newRelayFlow(f)
 		}
+	}
+	fl.res.Moved[0] += uint64(moved)
+	if endA {
+		fl.ended[0] = true
+		fl.res.FirstFIN = 0
 	}
 	fl.id = s.next
 	s.next++
@@ -177,6 +224,10 @@ func newRelayFlow(f RelayFlow) *relayFlow {
 func (fl *relayFlow) init(f RelayFlow) {
 	*fl = relayFlow{RelayFlow: f, fd: [2]int{f.A, f.B}, last: time.Now().UnixNano(), res: RelayResult{Failed: -1, FirstFIN: -1}}
 }
+
+// earlyRead bounds the client bytes Forward moves before the pair joins a shard's set (on the
+// caller's stack; what does not fit follows through the set).
+const earlyRead = 2048
 
 // relayFree bounds the ended flows a shard keeps for reuse.
 const relayFree = 256
