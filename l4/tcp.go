@@ -176,6 +176,57 @@ type tcpConn struct {
 	connect   time.Duration
 	retries   int
 	res       sockio.RelayResult
+
+	// What the relay's Done needs, set by relayUp; relayDone is tc.done as a func value, made
+	// once per tcpConn (connections reuse tcpConns: a short connection allocates none).
+	p         *TCP
+	id        uint64
+	route     *Route
+	bcnt      *backendCounters
+	relayDone func(idled bool)
+}
+
+// tcpConns holds the tcpConns of ended connections for reuse.
+var tcpConns sync.Pool
+
+// newTCPConn returns a tcpConn for the client connection fd, as new.
+func newTCPConn(fd int) *tcpConn {
+	tc, _ := tcpConns.Get().(*tcpConn)
+	if tc == nil {
+		tc = new(tcpConn)
+		tc.relayDone = tc.done
+	}
+	tc.fd = fd
+	tc.bfd.Store(-1)
+	return tc
+}
+
+// free gives tc back for reuse once the connection has ended: it has left the registry (no
+// kill can reach it) and nothing of the connection refers to it any more.
+func (tc *tcpConn) free() {
+	tc.fd = -1
+	tc.killed.Store(false)
+	tc.peer, tc.start, tc.pool, tc.shard = netip.AddrPort{}, time.Time{}, "", sockio.RelayShard{}
+	tc.tried, tc.attempted, tc.failed = balance.Tried{}, 0, 0
+	tc.backend, tc.connect, tc.retries, tc.res = nil, 0, 0, sockio.RelayResult{}
+	tc.p, tc.id, tc.route, tc.bcnt = nil, 0, nil, nil
+	tcpConns.Put(tc)
+}
+
+// done ends a relayed connection's accounting: the relay's Done.
+func (tc *tcpConn) done(idled bool) {
+	p := tc.p
+	if idled {
+		p.idleClosed.Add(1)
+	}
+	t := relayTerm(&tc.res, tc.killed.Load())
+	p.terms[t].Add(1)
+	p.logLine(tc, t)
+	tc.route.Pool.Release(tc.backend, tc.connect, false)
+	tc.bcnt.active.Add(-1)
+	p.untrack(tc.id) // before the relay closes the descriptors
+	p.active.Add(-1)
+	tc.free()
 }
 
 // kill ends the connection for Shutdown: it shuts both sockets down, which ends a read or a
@@ -417,8 +468,7 @@ func (p *TCP) track(fd int) (*tcpConn, uint64, bool) {
 		p.untrack(id)
 		return nil, 0, false
 	}
-	tc := &tcpConn{fd: fd}
-	tc.bfd.Store(-1)
+	tc := newTCPConn(fd)
 	s := &p.registry[id%connShards]
 	s.mu.Lock()
 	s.m[id] = tc
@@ -523,6 +573,7 @@ func (p *TCP) closeEarly(tc *tcpConn, id uint64, t term) {
 		sockio.Close(int(b))
 	}
 	p.active.Add(-1)
+	tc.free()
 }
 
 // forward takes the connection up to the relay; false, with the termination state, when it
@@ -571,18 +622,7 @@ func (p *TCP) relayUp(tc *tcpConn, id uint64, r *Route, b *upstream.Backend, bfd
 		return termKilled, false
 	}
 	bcnt.active.Add(1)
-	done := func(idled bool) {
-		if idled {
-			p.idleClosed.Add(1)
-		}
-		t := relayTerm(&tc.res, tc.killed.Load())
-		p.terms[t].Add(1)
-		p.logLine(tc, t)
-		r.Pool.Release(b, connectTime, false)
-		bcnt.active.Add(-1)
-		p.untrack(id) // before the relay closes the descriptors
-		p.active.Add(-1)
-	}
+	tc.p, tc.id, tc.route, tc.bcnt = p, id, r, bcnt
 	var out []byte
 	if r.SendProxy != 0 || len(prefix) > 0 {
 		if r.SendProxy != 0 {
@@ -591,7 +631,7 @@ func (p *TCP) relayUp(tc *tcpConn, id uint64, r *Route, b *upstream.Backend, bfd
 		out = append(out, prefix...)
 		bcnt.bytesIn.Add(uint64(len(prefix)))
 	}
-	p.relay.Forward(sockio.RelayFlow{A: tc.fd, B: bfd, Prefix: out, Idle: p.opts.IdleTimeout, AB: &bcnt.bytesIn, BA: &bcnt.bytesOut, Done: done,
+	p.relay.Forward(sockio.RelayFlow{A: tc.fd, B: bfd, Prefix: out, Idle: p.opts.IdleTimeout, AB: &bcnt.bytesIn, BA: &bcnt.bytesOut, Done: tc.relayDone,
 		Resets: true, Result: &tc.res, Shard: tc.shard})
 	return termNormal, true
 }

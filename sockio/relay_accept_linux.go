@@ -14,20 +14,26 @@ import (
 )
 
 // RelayListener is a TCP listener whose connections the Relay's shards accept themselves:
-// the shard that wakes accepts up to relayAcceptBatch connections and hands each to the
-// listener's function, in the shard's goroutine, before it serves the ready pairs. A short
-// connection then costs no wake-up of an acceptor goroutine of its own.
+// the shard that wakes accepts one connection per report of the listening socket and hands it
+// to the listener's function, in the shard's goroutine, before it serves the ready pairs. A
+// short connection then costs no wake-up of an acceptor goroutine of its own. One accept per
+// report, not a loop until EAGAIN: the socket is level-triggered, so the shard's next
+// epoll_pwait (which it makes anyway, serving the pairs' events with it) reports it again while
+// connections wait, and an accept that finds the queue empty is dear (the kernel allocates the
+// new socket and its file before it looks: about 1.9 µs here, against 0.13 µs for an
+// epoll_pwait; a loop until EAGAIN made one such accept per four connections).
 //
 // The listening socket waits in as few shards' epoll sets as the load needs: in its home
 // shard's (listeners take the shards round robin) always, and in one more shard's each time a
-// batch comes back full (relayAcceptBatch connections were waiting: the shards in the set do
-// not keep up), until it is in every set; relayAcceptShrink after the last full batch the home
-// shard takes it out of the others' sets again. Why: a socket in several sets wakes every one
-// of them for each connection (EPOLLEXCLUSIVE, which would wake one, does not reach through
-// the runtime's poller, where the shards' sets wait), so at light load every shard but one
-// woke for nothing, and the pairs spread over the shards cost a wake-up of each for what one
-// wake-up serves when they share a shard. Measured with scripts/l4peers.sh's rate row on two
-// cores, the home shard alone took the CPU per connection from 1.13 to 0.97 × HAProxy's.
+// shard accepts relayAcceptStreak connections in consecutive epoll_pwait rounds (the queue was
+// never found empty: the shards in the set do not keep up), until it is in every set;
+// relayAcceptShrink after the last such streak the home shard takes it out of the others'
+// sets again. Why: a socket in several sets wakes every one of them for each connection
+// (EPOLLEXCLUSIVE, which would wake one, does not reach through the runtime's poller, where
+// the shards' sets wait), so at light load every shard but one woke for nothing, and the
+// pairs spread over the shards cost a wake-up of each for what one wake-up serves when they
+// share a shard. Measured with scripts/l4peers.sh's rate row on two cores, the home shard
+// alone took the CPU per connection from 1.13 to 0.97 × HAProxy's.
 //
 // The function runs in a shard and must not block: it may Forward (to that shard, with
 // RelayFlow.Shard, which keeps the connection on one goroutine, or another) or start a
@@ -38,11 +44,11 @@ type RelayListener struct {
 	ln   syscall.RawConn
 	fn   func(fd int, peer netip.AddrPort, shard RelayShard)
 	keys []uint64 // the listener's id in each shard
-	// batches holds each shard's accept loop, made once so that a wake-up allocates nothing.
-	batches []acceptBatch
+	// accepts holds each shard's accept, made once so that an accept allocates nothing.
+	accepts []shardAccept
 	home    int // the shard whose set always holds the socket (while not paused)
 
-	// lastFull is when a batch last came back full (unix nanoseconds); extra counts the shards
+	// lastFull is when a streak last reached relayAcceptStreak (unix nanoseconds); extra counts the shards
 	// besides home whose sets hold the socket (written under mu, read by the home shard).
 	lastFull atomic.Int64
 	extra    atomic.Int32
@@ -57,12 +63,12 @@ type RelayListener struct {
 	done    chan struct{} // closed by Close
 }
 
-// relayAcceptBatch bounds the connections one wake-up of a shard accepts; a full batch adds a
+// relayAcceptStreak connections accepted by one shard in consecutive epoll_pwait rounds add a
 // shard to the listener's set.
-const relayAcceptBatch = 64
+const relayAcceptStreak = 64
 
-// relayAcceptShrink is how long after the last full batch the listener's set shrinks back to
-// its home shard.
+// relayAcceptShrink is how long after the last streak of relayAcceptStreak the listener's set
+// shrinks back to its home shard.
 const relayAcceptShrink = time.Second
 
 // Listen makes the relay's shards accept ln's connections and call fn for each, with a
@@ -80,9 +86,9 @@ func (r *Relay) Listen(ln syscall.Conn, fn func(fd int, peer netip.AddrPort, sha
 	}
 	l := &RelayListener{r: r, ln: rc, fn: fn, keys: make([]uint64, len(r.shards)), in: make([]bool, len(r.shards)), done: make(chan struct{})}
 	l.home = int(r.homes.Add(1)-1) % len(r.shards)
-	l.batches = make([]acceptBatch, len(r.shards))
-	for i := range l.batches {
-		b := &l.batches[i]
+	l.accepts = make([]shardAccept, len(r.shards))
+	for i := range l.accepts {
+		b := &l.accepts[i]
 		b.l, b.run = l, b.accept
 	}
 	if err := rc.Control(func(fd uintptr) { setNoDelay(int(fd)) }); err != nil {
@@ -145,7 +151,8 @@ func (l *RelayListener) unwatch() {
 	}
 }
 
-// grow adds the next shard after home whose set lacks the socket (a batch came back full).
+// grow adds the next shard after home whose set lacks the socket (a streak reached
+// relayAcceptStreak).
 func (l *RelayListener) grow() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -160,7 +167,7 @@ func (l *RelayListener) grow() {
 	}
 }
 
-// shrink takes the socket out of every set but home's (no batch came back full for a while).
+// shrink takes the socket out of every set but home's (no streak for a while).
 func (l *RelayListener) shrink() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -193,7 +200,7 @@ const epollExclusive = 1 << 28
 // Done is closed when the listener stops (Close).
 func (l *RelayListener) Done() <-chan struct{} { return l.done }
 
-// Close stops accepting: the socket leaves every shard's set. An accept batch running in a
+// Close stops accepting: the socket leaves every shard's set. An accept running in a
 // shard finishes.
 func (l *RelayListener) Close() {
 	l.mu.Lock()
@@ -212,10 +219,11 @@ func (l *RelayListener) Close() {
 	}
 }
 
-// accept takes a batch of connections in the shard with index si. Their pairs stay in that
-// shard unless it holds many more than the least busy one (the kernel may wake the same
-// shard for every connection): then they spread round robin.
-func (l *RelayListener) accept(si int) {
+// accept takes one connection in the shard with index si, whose epoll_pwait round (counted
+// by the shard, every call) reported the listening socket. Its pair stays in that shard unless
+// it holds many more than the least busy one (the kernel may wake the same shard for every
+// connection): then pairs spread round robin.
+func (l *RelayListener) accept(si int, round uint64) {
 	sh := RelayShard{si + 1}
 	least := l.r.shards[si].open.Load()
 	for _, s := range l.r.shards {
@@ -224,16 +232,26 @@ func (l *RelayListener) accept(si int) {
 	if l.r.shards[si].open.Load() > 2*least+64 {
 		sh = RelayShard{}
 	}
-	b := &l.batches[si]
+	b := &l.accepts[si]
 	b.sh, b.n, b.aerr = sh, 0, 0
 	err := l.ln.Control(b.run)
 	n, aerr := b.n, b.aerr
+	switch {
+	case n == 0:
+		b.streak = 0
+	case b.round+1 == round:
+		b.streak++
+	default:
+		b.streak = 1
+	}
+	b.round = round
 	switch {
 	case err != nil: // the listener was closed
 		l.Close()
 	case aerr != 0:
 		l.pause() // out of descriptors or memory: a level-triggered socket would spin the shard
-	case n == relayAcceptBatch: // more were waiting: the shards in the set do not keep up
+	case b.streak >= relayAcceptStreak: // the queue stays full: the shards in the set do not keep up
+		b.streak = 0
 		l.lastFull.Store(time.Now().UnixNano())
 		l.grow()
 	case si == l.home && l.extra.Load() > 0 && time.Now().UnixNano()-l.lastFull.Load() > int64(relayAcceptShrink):
@@ -247,19 +265,22 @@ func (l *RelayListener) accept(si int) {
 	}
 }
 
-// acceptBatch is one shard's accept loop for a listener (RelayListener.accept runs it inside
-// the listener's Control); only that shard's goroutine uses it.
-type acceptBatch struct {
+// shardAccept is one shard's accept for a listener (RelayListener.accept runs it inside the
+// listener's Control), and the shard's streak; only that shard's goroutine uses it.
+type shardAccept struct {
 	l    *RelayListener
 	run  func(lfd uintptr) // accept, as a func value made once
-	sh   RelayShard        // the shard the batch's pairs go to
-	n    int               // connections accepted
-	aerr syscall.Errno     // the accept failure that ended the batch, if one did
+	sh   RelayShard        // the shard the pair goes to
+	n    int               // connections accepted (0 or 1)
+	aerr syscall.Errno     // the accept failure, if one ended it
+
+	round  uint64 // the shard's epoll_pwait round of the last accept
+	streak int    // connections accepted in consecutive rounds
 }
 
-// accept takes up to relayAcceptBatch connections from the listening socket lfd.
-func (b *acceptBatch) accept(lfd uintptr) {
-	for b.n < relayAcceptBatch {
+// accept takes one connection from the listening socket lfd, if one waits.
+func (b *shardAccept) accept(lfd uintptr) {
+	for {
 		var sa syscall.RawSockaddrAny
 		size := uint32(unsafe.Sizeof(sa))
 		r, _, e := syscall.RawSyscall6(syscall.SYS_ACCEPT4, lfd, uintptr(unsafe.Pointer(&sa)),
@@ -276,6 +297,7 @@ func (b *acceptBatch) accept(lfd uintptr) {
 		}
 		b.n++
 		b.l.fn(int(r), sockaddrAddrPort(&sa), b.sh)
+		return
 	}
 }
 

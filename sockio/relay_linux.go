@@ -47,11 +47,16 @@ type relayShard struct {
 	ep   *os.File // epfd in the runtime's network poller
 	rc   syscall.RawConn
 
-	mu        sync.Mutex // guards flows, listeners, next and swept; taken per Forward and once per epoll_wait
+	mu        sync.Mutex // guards flows, listeners, next, swept and free; taken per Forward and once per epoll_pwait
 	flows     map[uint64]*relayFlow
 	listeners map[uint64]*RelayListener // sockets the shard accepts from (Listen)
 	next      uint64
 	swept     bool // a sweep deadline is armed on ep (some flow has an idle timeout)
+
+	// free holds flows the shard ended, for Forward to reuse (under mu); ended collects those
+	// of the running batch, freed once the batch is over (its events may still name them).
+	free  []*relayFlow
+	ended []*relayFlow
 
 	handedOver atomic.Uint64 // pairs given to Pipe's goroutines (tests read it)
 	index      int           // in the Relay's shards
@@ -102,9 +107,8 @@ func newRelayShard() (*relayShard, error) {
 // write or close them (Shutdown is allowed: the relay sees it as the end of both directions)
 // until Done has run, after which the relay closes them.
 func (r *Relay) Forward(f RelayFlow) {
-	fl := &relayFlow{RelayFlow: f, fd: [2]int{f.A, f.B}, last: time.Now().UnixNano(), res: RelayResult{Failed: -1, FirstFIN: -1}}
 	if len(r.shards) == 0 {
-		go fl.pipeAll(f.Prefix, 0, nil)
+		go newRelayFlow(f).pipeAll(f.Prefix, 0, nil)
 		return
 	}
 	var s *relayShard
@@ -113,7 +117,9 @@ func (r *Relay) Forward(f RelayFlow) {
 	} else {
 		s = r.shards[r.next.Add(1)%uint32(len(r.shards))]
 	}
+	var fl *relayFlow
 	if len(f.Prefix) > 0 {
+		fl = newRelayFlow(f)
 		w, err := Write(f.B, f.Prefix)
 		if err != nil {
 			fl.fail(1, errnoOf(err))
@@ -125,7 +131,64 @@ func (r *Relay) Forward(f RelayFlow) {
 			return
 		}
 	}
+	// The client has mostly sent its first bytes by now (a request right after its connect,
+	// before the accept and the connect to the backend): move them before the pair joins the
+	// set. Added later, the readable socket would put itself on the set's ready list, raise an
+	// edge in the runtime's poller and cost the shard another round and a wake-up. A client
+	// that has sent nothing (a protocol where the server speaks first) costs one read that
+	// finds EAGAIN.
+	var early [earlyRead]byte
+	moved, endA := 0, false
+	r0, _, e := syscall.RawSyscall(syscall.SYS_READ, uintptr(f.A), uintptr(unsafe.Pointer(&early[0])), earlyRead)
+	switch {
+	case e == syscall.EAGAIN || e == syscall.EINTR:
+	case e != 0: // reset, or the like: the pair ends
+		if fl == nil {
+			fl = newRelayFlow(f)
+		}
+		fl.fail(0, e)
+		go fl.finish(false)
+		return
+	case r0 == 0:
+		endA = true
+		_, _, _ = syscall.RawSyscall(syscall.SYS_SHUTDOWN, uintptr(f.B), syscall.SHUT_WR, 0)
+	default:
+		got := int(r0)
+		w, err := Write(f.B, early[:got])
+		if w > 0 && f.AB != nil {
+			f.AB.Add(uint64(w))
+		}
+		if err != nil || w < got {
+			if fl == nil {
+				fl = newRelayFlow(f)
+			}
+			fl.res.Moved[0] += uint64(w)
+			if err != nil {
+				fl.fail(1, errnoOf(err))
+				go fl.finish(false)
+			} else { // the backend cannot take it all yet: Pipe waits
+				go fl.pipeAll(nil, 0, append([]byte(nil), early[w:got]...))
+			}
+			return
+		}
+		moved = got
+	}
 	s.mu.Lock()
+	if fl == nil {
+		if k := len(s.free); k > 0 {
+			fl = s.free[k-1]
+			s.free[k-1] = nil
+			s.free = s.free[:k-1]
+			fl.init(f)
+		} else {
+			fl = newRelayFlow(f)
+		}
+	}
+	fl.res.Moved[0] += uint64(moved)
+	if endA {
+		fl.ended[0] = true
+		fl.res.FirstFIN = 0
+	}
 	fl.id = s.next
 	s.next++
 	s.flows[fl.id] = fl
@@ -134,20 +197,56 @@ func (r *Relay) Forward(f RelayFlow) {
 		s.swept = true
 		_ = s.ep.SetReadDeadline(time.Now().Add(pollEvery))
 	}
-	s.mu.Unlock()
+	// Both sides join the set under mu: the shard finds the flow by its events only under mu,
+	// so it cannot serve (and end, and reuse) the flow before its second side is in.
 	for d := range 2 {
 		if err := s.ctl(syscall.EPOLL_CTL_ADD, fl, d); err != nil {
-			s.mu.Lock()
 			delete(s.flows, fl.id)
-			s.mu.Unlock()
 			s.open.Add(-1)
 			if d == 1 {
 				_ = s.ctl(syscall.EPOLL_CTL_DEL, fl, 0)
 			}
+			s.mu.Unlock()
 			go fl.finish(false)
 			return
 		}
 	}
+	s.mu.Unlock()
+}
+
+func newRelayFlow(f RelayFlow) *relayFlow {
+	fl := new(relayFlow)
+	fl.init(f)
+	return fl
+}
+
+// init makes fl f's flow, as new.
+func (fl *relayFlow) init(f RelayFlow) {
+	*fl = relayFlow{RelayFlow: f, fd: [2]int{f.A, f.B}, last: time.Now().UnixNano(), res: RelayResult{Failed: -1, FirstFIN: -1}}
+}
+
+// earlyRead bounds the client bytes Forward moves before the pair joins a shard's set (on the
+// caller's stack; what does not fit follows through the set).
+const earlyRead = 2048
+
+// relayFree bounds the ended flows a shard keeps for reuse.
+const relayFree = 256
+
+// release keeps the flows ended since the last release for reuse (the shard's goroutine calls
+// it once no event of the batch that ended them can name them any more).
+func (s *relayShard) release() {
+	if len(s.ended) == 0 {
+		return
+	}
+	for _, fl := range s.ended {
+		*fl = relayFlow{} // drop what it pointed to
+	}
+	s.mu.Lock()
+	n := min(len(s.ended), relayFree-len(s.free))
+	s.free = append(s.free, s.ended[:max(n, 0)]...)
+	s.mu.Unlock()
+	clear(s.ended)
+	s.ended = s.ended[:0]
 }
 
 // epollET is EPOLLET as the uint32 an EpollEvent holds (the syscall package's is negative).
@@ -166,50 +265,96 @@ func (s *relayShard) ctl(op int, fl *relayFlow, d int) error {
 	return nil
 }
 
+// run serves the shard's events until the process ends. It stays in one RawRead of the epoll
+// set between sweeps, so that the readiness the runtime's poller reports while a batch is
+// served is kept (a new RawRead would reset it): after a batch the shard parks without a
+// further epoll_pwait, which would mostly find nothing. That is safe because the set waits in
+// the runtime's poller edge-triggered and every event added to the set after the shard's last
+// epoll_pwait raises a new edge. Two cases do not: a level-triggered socket (a listener) that
+// is still ready goes back on the set's ready list without one, and a batch that filled the
+// events may have left events behind; after either the shard looks again before it parks.
 func (s *relayShard) run() {
-	events := make([]syscall.EpollEvent, 128)
-	ready := make([]*relayFlow, 0, 128)
-	sides := make([]int, 0, 128)
-	masks := make([]uint32, 0, 128)
-	var accepts []*RelayListener
-	buf := make([]byte, bufSize)
-	n := 0
-	wait := func(fd uintptr) bool {
-		r, _, e := syscall.RawSyscall6(syscall.SYS_EPOLL_PWAIT, fd, uintptr(unsafe.Pointer(&events[0])), uintptr(len(events)), 0, 0, 0)
-		n = int(r)
-		return (e == 0 && n > 0) || (e != 0 && e != syscall.EINTR && e != syscall.EAGAIN)
-	}
+	l := &shardLoop{s: s, events: make([]syscall.EpollEvent, 128), buf: make([]byte, bufSize)}
+	l.ready = make([]*relayFlow, 0, len(l.events))
+	l.sides = make([]int, 0, len(l.events))
+	l.masks = make([]uint32, 0, len(l.events))
+	wait := l.wait // one func value: a RawRead allocates nothing
 	for {
-		n = 0
 		if err := s.rc.Read(wait); err != nil {
 			s.sweep() // the sweep deadline passed
-			continue
 		}
-		ready, sides, masks, accepts = ready[:0], sides[:0], masks[:0], accepts[:0]
-		s.mu.Lock()
-		for _, ev := range events[:max(n, 0)] {
-			key := uint64(uint32(ev.Fd)) | uint64(uint32(ev.Pad))<<32
-			if fl := s.flows[key>>1]; fl != nil {
-				ready = append(ready, fl)
-				sides = append(sides, int(key&1))
-				masks = append(masks, ev.Events)
-			} else if l := s.listeners[key>>1]; l != nil {
-				accepts = append(accepts, l)
-			}
-		}
-		s.mu.Unlock()
-		for _, l := range accepts {
-			l.accept(s.index)
-		}
-		clear(accepts)
-		now := time.Now().UnixNano() // the activity stamp of every pair served in this batch
-		for i, fl := range ready {
-			if !fl.over {
-				s.serve(fl, sides[i], masks[i], buf, now)
-			}
-		}
-		clear(ready)
 	}
+}
+
+// shardLoop is a shard's goroutine's state: the epoll_pwait results and the buffer every
+// pair's bytes pass through.
+type shardLoop struct {
+	s       *relayShard
+	events  []syscall.EpollEvent
+	ready   []*relayFlow
+	sides   []int
+	masks   []uint32
+	accepts []*RelayListener
+	buf     []byte
+	round   uint64 // epoll_pwait calls, for the listeners' streaks
+}
+
+// wait is the shard's RawRead function: it serves batches while there may be more, and
+// reports false (park until the set is readable) once the set is found empty or a batch may
+// be the last. An epoll_pwait error other than EINTR and EAGAIN ends the RawRead (true).
+func (l *shardLoop) wait(fd uintptr) bool {
+	for {
+		r, _, e := syscall.RawSyscall6(syscall.SYS_EPOLL_PWAIT, fd, uintptr(unsafe.Pointer(&l.events[0])), uintptr(len(l.events)), 0, 0, 0)
+		l.round++
+		switch {
+		case e == syscall.EINTR:
+			continue
+		case e == syscall.EAGAIN:
+			return false
+		case e != 0:
+			return true
+		case r == 0:
+			return false
+		}
+		n := int(r)
+		level := l.serve(n)
+		if !level && n < len(l.events) {
+			return false
+		}
+	}
+}
+
+// serve serves a batch of n events: the listeners' first, then the pairs'. It reports whether
+// a listener was among them (level-triggered: it may still be ready).
+func (l *shardLoop) serve(n int) bool {
+	s := l.s
+	l.ready, l.sides, l.masks, l.accepts = l.ready[:0], l.sides[:0], l.masks[:0], l.accepts[:0]
+	s.mu.Lock()
+	for _, ev := range l.events[:n] {
+		key := uint64(uint32(ev.Fd)) | uint64(uint32(ev.Pad))<<32
+		if fl := s.flows[key>>1]; fl != nil {
+			l.ready = append(l.ready, fl)
+			l.sides = append(l.sides, int(key&1))
+			l.masks = append(l.masks, ev.Events)
+		} else if ln := s.listeners[key>>1]; ln != nil {
+			l.accepts = append(l.accepts, ln)
+		}
+	}
+	s.mu.Unlock()
+	level := len(l.accepts) > 0
+	for _, ln := range l.accepts {
+		ln.accept(s.index, l.round)
+	}
+	clear(l.accepts)
+	now := time.Now().UnixNano() // the activity stamp of every pair served in this batch
+	for i, fl := range l.ready {
+		if !fl.over {
+			s.serve(fl, l.sides[i], l.masks[i], l.buf, now)
+		}
+	}
+	clear(l.ready)
+	s.release()
+	return level
 }
 
 // relayBurst bounds the buffer-filling reads one wake-up of a pair may take in the shard
@@ -312,9 +457,11 @@ func (s *relayShard) forget(fl *relayFlow) {
 }
 
 // end closes the pair and runs Done; closing the sockets takes them out of the epoll set.
+// The flow is reused once the shard releases it.
 func (s *relayShard) end(fl *relayFlow, idled bool) {
 	s.forget(fl)
 	fl.finish(idled)
+	s.ended = append(s.ended, fl)
 }
 
 // fail records that side d failed with e, unless a side already did.
@@ -414,4 +561,5 @@ func (s *relayShard) sweep() {
 	for _, fl := range idle {
 		s.end(fl, true)
 	}
+	s.release()
 }

@@ -4,6 +4,7 @@ package sockio
 
 import (
 	"bytes"
+	"errors"
 	"io"
 	"net"
 	"net/netip"
@@ -26,6 +27,7 @@ type relayed struct {
 	a, b            int // the relay's descriptors: a accepted by Accept, b connected by Dial
 	ab, ba          atomic.Uint64
 	done            chan bool // Done's idled
+	res             *RelayResult
 }
 
 func relay(t *testing.T, idle time.Duration) *relayed {
@@ -416,6 +418,121 @@ func waitQueued(t *testing.T, fd, n int) {
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("fd %d: %d bytes queued (want %d), revents %#x", fd, q, n, pfd.revent)
+		}
+	}
+}
+
+// TestRelayEarly: what the client sent before Forward (Forward moves up to earlyRead bytes
+// itself, before the pair joins a shard's set) arrives whole and in order, counted once; an end
+// or a reset that came before Forward is passed on as the shard passes it on.
+func TestRelayEarly(t *testing.T) {
+	big := bytes.Repeat([]byte("0123456789abcdef"), 2*earlyRead/16+7) // beyond the early read
+	cases := []struct {
+		name   string
+		before func(t *testing.T, x *relayed) // on the client, before Forward
+		check  func(t *testing.T, x *relayed)
+	}{
+		{"bytes beyond the early read", func(t *testing.T, x *relayed) {
+			if _, err := x.client.Write(big); err != nil {
+				t.Fatal(err)
+			}
+			waitBytes(t, x.a, len(big))
+		}, func(t *testing.T, x *relayed) {
+			if got := readN(t, x.backend, len(big)); got != string(big) {
+				t.Fatalf("backend got %d bytes, not the %d sent", len(got), len(big))
+			}
+			x.client.CloseWrite()
+			readEOF(t, x.backend)
+			io.WriteString(x.backend, "ok")
+			x.backend.CloseWrite()
+			if got := readN(t, x.client, 2); got != "ok" {
+				t.Fatalf("client got %q", got)
+			}
+			readEOF(t, x.client)
+			if res := x.result(t); res.Moved != [2]uint64{uint64(len(big)), 2} || x.ab.Load() != uint64(len(big)) || res.Failed != -1 {
+				t.Fatalf("result %+v, counted %d", res, x.ab.Load())
+			}
+		}},
+		{"end without bytes", func(t *testing.T, x *relayed) {
+			x.client.CloseWrite()
+			waitQueued(t, x.a, 0)
+		}, func(t *testing.T, x *relayed) {
+			readEOF(t, x.backend)
+			io.WriteString(x.backend, "bye") // the other direction keeps flowing
+			x.backend.CloseWrite()
+			if got := readN(t, x.client, 3); got != "bye" {
+				t.Fatalf("client got %q", got)
+			}
+			readEOF(t, x.client)
+			if res := x.result(t); res.FirstFIN != 0 || res.Moved != [2]uint64{0, 3} || res.Failed != -1 {
+				t.Fatalf("result %+v", res)
+			}
+		}},
+		{"reset", func(t *testing.T, x *relayed) {
+			io.WriteString(x.client, "partial")
+			x.client.SetLinger(0)
+			x.client.Close()
+			waitReset(t, x.a)
+		}, func(t *testing.T, x *relayed) {
+			_ = x.backend.SetReadDeadline(time.Now().Add(10 * time.Second))
+			if _, err := io.ReadAll(x.backend); !errors.Is(err, syscall.ECONNRESET) {
+				t.Fatalf("backend read %v, want a reset", err)
+			}
+			if res := x.result(t); res.Failed != 0 || res.Errno != syscall.ECONNRESET {
+				t.Fatalf("result %+v", res)
+			}
+		}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			x := &relayed{done: make(chan bool, 1)}
+			x.client, x.a = acceptedPair(t)
+			x.backend, x.b = dialedPair(t)
+			c.before(t, x)
+			x.res = new(RelayResult)
+			testRelay().Forward(RelayFlow{A: x.a, B: x.b, Idle: time.Minute, AB: &x.ab, BA: &x.ba, Resets: true, Result: x.res,
+				Done: func(idled bool) { x.done <- idled }})
+			c.check(t, x)
+		})
+	}
+}
+
+// result waits for the pair's end and returns its Result.
+func (x *relayed) result(t *testing.T) RelayResult {
+	t.Helper()
+	x.wait(t)
+	return *x.res
+}
+
+// waitBytes waits until fd's receive queue holds n bytes (FIONREAD).
+func waitBytes(t *testing.T, fd, n int) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+		var q int32
+		_, _, e := syscall.Syscall(syscall.SYS_IOCTL, uintptr(fd), syscall.TIOCINQ, uintptr(unsafe.Pointer(&q)))
+		if e == 0 && int(q) == n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("fd %d: %d bytes queued, want %d", fd, q, n)
+		}
+	}
+}
+
+// waitReset waits until fd's peer has reset it (poll reports POLLERR).
+func waitReset(t *testing.T, fd int) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+		pfd := struct {
+			fd             int32
+			events, revent int16
+		}{fd: int32(fd), events: 1} // POLLIN; POLLERR is always reported
+		_, _, pe := syscall.Syscall(syscall.SYS_POLL, uintptr(unsafe.Pointer(&pfd)), 1, 0)
+		if pe == 0 && pfd.revent&0x8 != 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("fd %d: revents %#x, no reset", fd, pfd.revent)
 		}
 	}
 }
