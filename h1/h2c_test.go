@@ -67,6 +67,17 @@ func echoBackend(t *testing.T) string {
 		if r.URL.Path == "/chunked" {
 			w.(http.Flusher).Flush() // a chunked response
 		}
+		if big := r.URL.Path == "/trailers-big"; big || r.URL.Path == "/trailers" {
+			w.Header().Set("Trailer", "X-Resp-Sum, Grpc-Status")
+			w.(http.Flusher).Flush()
+			if big { // more than the client's initial windows: the trailers wait for the DATA
+				io.WriteString(w, strings.Repeat("y", 1<<20))
+			}
+			io.WriteString(w, "body:"+r.URL.Path)
+			w.Header().Set("X-Resp-Sum", "7")
+			w.Header().Set("Grpc-Status", "0")
+			return
+		}
 		io.WriteString(w, "body:"+r.URL.Path)
 	})
 }
@@ -88,6 +99,7 @@ func TestH2CRequests(t *testing.T) {
 		name, method, path string
 		body               io.Reader
 		trailer            http.Header
+		respTrailer        http.Header
 		hdr                map[string][]string
 		status             int
 		echo, respBody     string
@@ -103,6 +115,10 @@ func TestH2CRequests(t *testing.T) {
 		{name: "trailers", method: "POST", path: "/t", body: io.MultiReader(strings.NewReader("abc")), trailer: http.Header{"X-Sum": {"42"}},
 			status: 200, echo: `POST /t cl=-1 te=chunked n=3 cookie="" trailer="42"`, digest: digest("abc")},
 		{name: "chunked response", method: "GET", path: "/chunked", status: 200, respBody: "body:/chunked"},
+		{name: "response trailers", method: "GET", path: "/trailers", status: 200, respBody: "body:/trailers",
+			respTrailer: http.Header{"X-Resp-Sum": {"7"}, "Grpc-Status": {"0"}}},
+		{name: "response trailers after 1 MiB", method: "GET", path: "/trailers-big", status: 200, respBody: strings.Repeat("y", 1<<20) + "body:/trailers-big",
+			respTrailer: http.Header{"X-Resp-Sum": {"7"}, "Grpc-Status": {"0"}}},
 		{name: "backend down", method: "GET", path: "/none/x", status: 502},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -139,6 +155,14 @@ func TestH2CRequests(t *testing.T) {
 			}
 			if tc.respBody != "" && string(b) != tc.respBody {
 				t.Errorf("body %q, want %q", b, tc.respBody)
+			}
+			for k, v := range tc.respTrailer {
+				if got := resp.Trailer.Values(k); len(got) != 1 || got[0] != v[0] {
+					t.Errorf("trailer %s: %q, want %q (trailers %v)", k, got, v, resp.Trailer)
+				}
+			}
+			if tc.respTrailer == nil && len(resp.Trailer) > 0 {
+				t.Errorf("trailers %v on a response without them", resp.Trailer)
 			}
 			if len(resp.Header.Values("Connection"))+len(resp.Header.Values("Transfer-Encoding")) > 0 {
 				t.Errorf("connection-specific fields in an HTTP/2 response: %v", resp.Header)

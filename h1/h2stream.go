@@ -3,6 +3,7 @@
 package h1
 
 import (
+	"bytes"
 	"net"
 	"net/netip"
 	"strconv"
@@ -42,6 +43,7 @@ type h2stream struct {
 
 	out      []byte // response body bytes the windows did not take
 	endAfter bool   // out holds the last bytes: END_STREAM with them
+	trl      []byte // a chunked response's trailer lines, sent as HEADERS once out is written
 	ended    bool   // END_STREAM went out (or the stream was reset)
 	finished bool   // the exchange is done: the record goes once out is written
 	next     *h2stream
@@ -80,7 +82,7 @@ func (st *h2stream) free() {
 	}
 	sh := st.h.c.sh
 	sh.s.Stop(&st.timer)
-	for _, b := range [...][]byte{st.in, st.out, st.hb} {
+	for _, b := range [...][]byte{st.in, st.out, st.hb, st.trl} {
 		if b != nil {
 			sh.s.PutBuf(b)
 		}
@@ -485,13 +487,52 @@ func (st *h2stream) write(a, b []byte) bool {
 		return st.inUse
 	}
 	last := st.ex != nil && st.ex.resp.started && st.ex.respDone()
+	if last && st.ex.resp.framing == fChunked && len(st.ex.resp.dec.trailer) > 0 {
+		// The trailer section ends the stream (RFC 9113 §8.1): DATA without END_STREAM first.
+		st.trl = append(st.h.c.sh.s.GetBuf(len(st.ex.resp.dec.trailer)), st.ex.resp.dec.trailer...)
+		last = false
+	}
 	if len(a) > 0 && !st.put(a, last && len(b) == 0) {
 		return false
 	}
 	if len(b) > 0 && !st.put(b, last) {
 		return false
 	}
+	if st.trl != nil && len(st.out) == 0 {
+		return st.sendTrailers()
+	}
 	return true
+}
+
+var colon = []byte{':'}
+
+// sendTrailers sends the backend's trailer lines (name: value, each ended by CRLF, checked by
+// the chunk decoder) as the stream's last HEADERS; h2mux leaves out connection-specific and
+// malformed fields.
+func (st *h2stream) sendTrailers() bool {
+	trl := st.trl
+	st.trl = nil
+	defer st.h.c.sh.s.PutBuf(trl)
+	if st.s == nil {
+		st.abort()
+		return false
+	}
+	hb := st.h.mux.Trailers(st.s)
+	for p := trl; len(p) > 0; {
+		line := p
+		if i := bytes.IndexByte(p, '\n'); i >= 0 {
+			line, p = p[:i], p[i+1:]
+		} else {
+			p = nil
+		}
+		line = bytes.TrimSuffix(line, cr)
+		name, value, ok := bytes.Cut(line, colon)
+		if !ok {
+			continue
+		}
+		hb.AddBytes(name, bytes.Trim(value, " \t"))
+	}
+	return st.sendHead(hb, true)
 }
 
 // put hands p to the Conn as DATA within the client's windows; the rest waits in out.
@@ -544,6 +585,9 @@ func (st *h2stream) flushOut() {
 		if st.endAfter {
 			st.s, st.ended = nil, true
 		}
+		if st.trl != nil && !st.sendTrailers() {
+			return
+		}
 	}
 	switch {
 	case st.finished:
@@ -574,7 +618,7 @@ func (st *h2stream) done(bool) {
 	st.ex = nil
 	st.finished = true
 	if len(st.out) > 0 {
-		st.endAfter = true
+		st.endAfter = st.trl == nil // else the trailers end the stream
 		return
 	}
 	st.end()
