@@ -6,6 +6,7 @@ import (
 	"crypto/tls"
 	"net"
 	"net/netip"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -21,15 +22,24 @@ import (
 // served as plain ones, every read and write going through crypto/tls on the shard
 // (clientConn's Read, Write, Writev and ShutdownWrite below).
 
-// tlsOpts is a TLS listener's: the server configuration and the HTTP/2 server.
+// tlsOpts is a TLS listener's: the server configuration, the HTTP/2 server, and the count
+// of handshakes in progress (busy, may be nil), which the HTTP/2 plane's shutdown waits on so
+// that an h2 connection accepted before it is served (with its GOAWAY), not dropped.
 type tlsOpts struct {
-	cfg *tls.Config
-	h2  func(net.Conn)
+	cfg  *tls.Config
+	h2   func(net.Conn)
+	busy func(delta int)
 }
 
 // handshake runs in its own goroutine: the handshake, then the connection to its server.
 func (l *listener) handshake(s *evloop.Shard, fd int, peer netip.AddrPort, counted bool) {
 	sh := l.e.shards[s.ID()]
+	done := func() {}
+	if l.tls.busy != nil {
+		l.tls.busy(1)
+		done = sync.OnceFunc(func() { l.tls.busy(-1) })
+	}
+	defer done()
 	tc, err := tlsconn.Handshake(fd, l.tls.cfg, time.Duration(l.readHdr))
 	if err != nil {
 		sh.st.tlsFailures.Add(1)
@@ -47,6 +57,7 @@ func (l *listener) handshake(s *evloop.Shard, fd int, peer netip.AddrPort, count
 		if counted {
 			c = &countedConn{Conn: c, l: l, peer: peer}
 		}
+		done() // handed over: the HTTP/2 plane counts it from here
 		l.tls.h2(c)
 		return
 	}

@@ -65,7 +65,7 @@ func startTLSEngine(t testing.TB, cfg *config.Config, h2 func(net.Conn)) *testEn
 	}
 	tc := &tls.Config{Certificates: []tls.Certificate{testCert(t)}, NextProtos: []string{"h2", "http/1.1"}}
 	te := &testEngine{Engine: e, core: core, addr: ln.Addr().String(), pools: pools, done: make(chan error, 1), tls: true}
-	go func() { te.done <- e.ServeTLS(cfg.Listeners[0].Name, ln, tc, h2) }()
+	go func() { te.done <- e.ServeTLS(cfg.Listeners[0].Name, ln, tc, h2, nil) }()
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()

@@ -146,7 +146,7 @@ func (p *httpPlane) Serve(listener string, sock Socket) error {
 	if p.engine != nil && engineServes(p.cfg, listener) { // it reads PROXY headers itself
 		p.mu.Unlock()
 		if cfg := p.fronts.tlsConfig(listener); cfg != nil {
-			return p.engine.ServeTLS(listener, ln, cfg, func(c net.Conn) { p.h2.ServeConn(listener, c, true) })
+			return p.engine.ServeTLS(listener, ln, cfg, func(c net.Conn) { p.h2.ServeConn(listener, c, true) }, p.fronts.busy.add)
 		}
 		return p.engine.Serve(listener, ln)
 	}
