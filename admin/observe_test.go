@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"math"
 	"net/http"
 	"sync"
 	"testing"
@@ -204,8 +205,9 @@ func TestReleaseEntriesPerPlane(t *testing.T) {
 		if !ok {
 			return 0
 		}
+		e := v.(*histEntry)
 		var d dto.Metric
-		if err := v.(*histEntry).h.(prometheus.Metric).Write(&d); err != nil {
+		if err := e.h.metric(m.latency, e.pool, e.id).Write(&d); err != nil {
 			t.Fatal(err)
 		}
 		return d.GetHistogram().GetSampleCount()
@@ -228,5 +230,38 @@ func TestReleaseEntriesPerPlane(t *testing.T) {
 	}
 	if e, _ := bs[0].Attachment(histSlot).(*histEntry); e == nil || e.pool != "web2" {
 		t.Fatal("the attachment did not follow the pool's new name")
+	}
+}
+
+// TestLatHistMatchesClientGolang: the backends' own latency histogram counts, sums and
+// renders as client_golang's histogram with the same buckets does, bounds included (a value
+// equal to a bound is in that bucket) and past the last one (+Inf).
+func TestLatHistMatchesClientGolang(t *testing.T) {
+	ref := prometheus.NewHistogram(prometheus.HistogramOpts{Name: "ref", Buckets: latencyBuckets})
+	var h latHist
+	for _, d := range []time.Duration{0, 500 * time.Microsecond, 501 * time.Microsecond, time.Millisecond,
+		7 * time.Millisecond, 250 * time.Millisecond, 30 * time.Second, time.Minute, 3 * time.Second} {
+		h.observe(d)
+		ref.Observe(d.Seconds())
+	}
+	var got, want dto.Metric
+	desc := prometheus.NewDesc("x", "x", []string{"pool", "backend"}, nil)
+	if err := h.metric(desc, "p", "b").Write(&got); err != nil {
+		t.Fatal(err)
+	}
+	if err := ref.Write(&want); err != nil {
+		t.Fatal(err)
+	}
+	g, w := got.GetHistogram(), want.GetHistogram()
+	if g.GetSampleCount() != w.GetSampleCount() || math.Abs(g.GetSampleSum()-w.GetSampleSum()) > 1e-9 {
+		t.Fatalf("count/sum %d/%v, want %d/%v", g.GetSampleCount(), g.GetSampleSum(), w.GetSampleCount(), w.GetSampleSum())
+	}
+	if len(g.GetBucket()) != len(w.GetBucket()) {
+		t.Fatalf("%d buckets, want %d", len(g.GetBucket()), len(w.GetBucket()))
+	}
+	for i, b := range w.GetBucket() {
+		if gb := g.GetBucket()[i]; gb.GetUpperBound() != b.GetUpperBound() || gb.GetCumulativeCount() != b.GetCumulativeCount() {
+			t.Fatalf("bucket le=%v: %d, want le=%v: %d", gb.GetUpperBound(), gb.GetCumulativeCount(), b.GetUpperBound(), b.GetCumulativeCount())
+		}
 	}
 }
