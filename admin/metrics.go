@@ -28,6 +28,10 @@ type metrics struct {
 	transitions *prometheus.CounterVec
 	probes      *prometheus.CounterVec
 	hist        sync.Map // *upstream.Backend -> *histEntry
+	// series holds the histograms by pool and backend ID: two Backend records with the same
+	// labels (a discovered backend that left and came back) share one series, as they did
+	// under client_golang's HistogramVec; a scrape renders each series once.
+	series sync.Map // pool + "\x00" + backend ID -> *histEntry
 }
 
 type histEntry struct {
@@ -102,7 +106,7 @@ func (m *metrics) release(p *upstream.Pool, b *upstream.Backend, latency time.Du
 	}
 	v, ok := m.hist.Load(b)
 	if !ok || v.(*histEntry).pool != p.Name {
-		v = &histEntry{m: m, pool: p.Name, id: b.ID}
+		v, _ = m.series.LoadOrStore(p.Name+"\x00"+b.ID, &histEntry{m: m, pool: p.Name, id: b.ID})
 		m.hist.Store(b, v)
 	}
 	e := v.(*histEntry)
@@ -118,7 +122,7 @@ type histCollector metrics
 func (c *histCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.latency }
 
 func (c *histCollector) Collect(ch chan<- prometheus.Metric) {
-	c.hist.Range(func(_, v any) bool {
+	c.series.Range(func(_, v any) bool {
 		e := v.(*histEntry)
 		ch <- e.h.metric(c.latency, e.pool, e.id)
 		return true

@@ -265,3 +265,33 @@ func TestLatHistMatchesClientGolang(t *testing.T) {
 		}
 	}
 }
+
+// TestLatencySeriesShared: two backend records with the same pool and ID (a discovered
+// backend that left and came back) count into one series, and a scrape renders it once (a
+// duplicate would fail the whole scrape).
+func TestLatencySeriesShared(t *testing.T) {
+	p1 := testPool(t, "web", "a")
+	p2 := testPool(t, "web", "a")
+	m := newMetrics(nil)
+	m.release(p1, p1.Backends()[0], time.Millisecond, false)
+	m.release(p2, p2.Backends()[0], time.Millisecond, false)
+	reg := prometheus.NewRegistry() // the histograms alone (the live collector needs a Plane)
+	reg.MustRegister((*histCollector)(m))
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatalf("scrape: %v", err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "ballast_backend_latency_seconds" {
+			continue
+		}
+		if n := len(mf.GetMetric()); n != 1 {
+			t.Fatalf("%d series, want 1", n)
+		}
+		if c := mf.GetMetric()[0].GetHistogram().GetSampleCount(); c != 2 {
+			t.Fatalf("count %d, want 2", c)
+		}
+		return
+	}
+	t.Fatal("no latency histogram in the scrape")
+}
