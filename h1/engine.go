@@ -41,7 +41,9 @@ type Engine struct {
 	closed    bool
 	done      chan struct{} // closed by Shutdown: Serve calls return
 	stopping  atomic.Bool
-	trust     atomic.Pointer[proxyproto.Trust] // who accept_proxy listeners take headers from
+	// handshakes counts the TLS handshakes in progress, bounded by maxHandshakes (tls.go).
+	handshakes, maxHandshakes atomic.Int64
+	trust                     atomic.Pointer[proxyproto.Trust] // who accept_proxy listeners take headers from
 }
 
 // SetProxyTrust replaces the peers accept_proxy listeners take PROXY headers from (the
@@ -126,7 +128,7 @@ type shardStats struct {
 	connsRefused                            atomic.Int64
 	headerTimeouts, idleTimeouts            atomic.Int64
 	bodyTimeouts, writeTimeouts             atomic.Int64
-	tlsFailures                             atomic.Int64
+	tlsFailures, tlsRefused                 atomic.Int64
 	backendConns, connects, connectFailures atomic.Int64
 	active, queued, tunnels                 atomic.Int64
 	_                                       [64]byte
@@ -142,6 +144,7 @@ type Stats struct {
 	BodyTimeouts              int64 // requests whose body was too slow (408)
 	WriteTimeouts             int64 // clients that did not read their response for idle_timeout
 	TLSFailures               int64 // TLS handshakes that failed or timed out (read_header_timeout)
+	TLSRefused                int64 // connections closed at accept: maxHandshakes were in progress
 	BackendConns              int64 // open backend connections (in use or idle)
 	Connects, ConnectFailures int64
 	Active                    int64 // requests in flight (reading the body up to the response's end)
@@ -167,6 +170,7 @@ func New(core *httpcore.Core, logger *slog.Logger) (*Engine, error) {
 		return nil, err
 	}
 	e := &Engine{logger: logger, core: core, group: g, done: make(chan struct{})}
+	e.maxHandshakes.Store(maxHandshakes)
 	for _, s := range g.Shards() {
 		sh := &shard{e: e, s: s, id: s.ID(), wbuf: make([]byte, 0, 2*evloop.ReadBufSize)}
 		sh.br = bufio.NewReaderSize(&sh.rd, evloop.ReadBufSize)
@@ -192,6 +196,7 @@ func (e *Engine) Stats() Stats {
 		s.BodyTimeouts += st.bodyTimeouts.Load()
 		s.WriteTimeouts += st.writeTimeouts.Load()
 		s.TLSFailures += st.tlsFailures.Load()
+		s.TLSRefused += st.tlsRefused.Load()
 		s.BackendConns += st.backendConns.Load()
 		s.Connects += st.connects.Load()
 		s.ConnectFailures += st.connectFailures.Load()
@@ -305,6 +310,12 @@ func (l *listener) accept(s *evloop.Shard, fd int, peer netip.AddrPort) {
 		return
 	}
 	if l.tls != nil {
+		if l.e.handshakes.Add(1) > l.e.maxHandshakes.Load() {
+			l.e.handshakes.Add(-1)
+			sh.st.tlsRefused.Add(1)
+			l.dropFD(fd, peer, counted)
+			return
+		}
 		go l.handshake(s, fd, peer, counted) // back on this shard once handshaken (tls.go)
 		return
 	}

@@ -22,6 +22,11 @@ import (
 // served as plain ones, every read and write going through crypto/tls on the shard
 // (clientConn's Read, Write, Writev and ShutdownWrite below).
 
+// maxHandshakes bounds the TLS handshakes in progress in an engine, each a goroutine and two
+// descriptors for up to read_header_timeout: a flood of connections that never finish their
+// handshake is closed at accept past it (Stats.TLSRefused), as a full backlog would be.
+const maxHandshakes = 4096
+
 // tlsOpts is a TLS listener's: the server configuration, the HTTP/2 server, and the count
 // of handshakes in progress (busy, may be nil), which the HTTP/2 plane's shutdown waits on so
 // that an h2 connection accepted before it is served (with its GOAWAY), not dropped.
@@ -34,11 +39,15 @@ type tlsOpts struct {
 // handshake runs in its own goroutine: the handshake, then the connection to its server.
 func (l *listener) handshake(s *evloop.Shard, fd int, peer netip.AddrPort, counted bool) {
 	sh := l.e.shards[s.ID()]
-	done := func() {}
 	if l.tls.busy != nil {
 		l.tls.busy(1)
-		done = sync.OnceFunc(func() { l.tls.busy(-1) })
 	}
+	done := sync.OnceFunc(func() {
+		l.e.handshakes.Add(-1)
+		if l.tls.busy != nil {
+			l.tls.busy(-1)
+		}
+	})
 	defer done()
 	tc, err := tlsconn.Handshake(fd, l.tls.cfg, time.Duration(l.readHdr))
 	if err != nil {

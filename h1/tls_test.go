@@ -243,3 +243,44 @@ func TestTLSListener(t *testing.T) {
 		t.Fatal("a client that never handshakes was not counted within read_header_timeout")
 	}
 }
+
+// TestTLSHandshakeFlood: connections that never finish their handshake hold at most
+// maxHandshakes goroutines; past it new ones are closed at accept and counted, and once the
+// flood's handshakes time out, a client is served again.
+func TestTLSHandshakeFlood(t *testing.T) {
+	rb := newRawBackend(t)
+	cfg := conformanceConfig(rb.addr())
+	cfg.Listeners[0].ReadHeaderTimeout = dur(time.Second)
+	te := startTLSEngine(t, cfg, nil)
+	te.maxHandshakes.Store(4)
+	var flood []net.Conn
+	defer func() {
+		for _, c := range flood {
+			_ = c.Close()
+		}
+	}()
+	for range 10 {
+		c, err := net.Dial("tcp", te.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		flood = append(flood, c)
+	}
+	waitFor(t, "the refusals", func() bool { return te.Stats().TLSRefused == 6 })
+	if n := te.handshakes.Load(); n != 4 {
+		t.Fatalf("%d handshakes in progress, want 4", n)
+	}
+	waitFor(t, "the flood's timeouts", func() bool { return te.handshakes.Load() == 0 })
+	c := dialTLS(t, te.addr, "http/1.1")
+	if _, err := c.Write([]byte("GET /api/x HTTP/1.1\r\nHost: public.example\r\n\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	buf := make([]byte, 512)
+	if n, err := c.Read(buf); err != nil || !bytes.HasPrefix(buf[:n], []byte("HTTP/1.1 200")) {
+		t.Fatalf("after the flood: %q, %v", buf[:n], err)
+	}
+	if st := te.Stats(); st.TLSFailures != 4 {
+		t.Fatalf("TLS failures %d, want the 4 timed-out handshakes", st.TLSFailures)
+	}
+}
