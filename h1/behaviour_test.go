@@ -73,10 +73,30 @@ func bigBackend(t testing.TB) string {
 	})
 }
 
-// Test64MiBBothWays moves 64 MiB each way, with a length and chunked, and checks every byte.
+// Test64MiBBothWays moves 64 MiB each way, with a length and chunked, and checks every byte,
+// over plain TCP and over TLS (records on the shard, ciphertext kept when the client's socket
+// is full).
 func Test64MiBBothWays(t *testing.T) {
-	te := startEngine(t, testConfig(testPool("p", "roundrobin", bigBackend(t))))
-	c := testClient()
+	for _, overTLS := range []bool{false, true} {
+		name := "plain"
+		if overTLS {
+			name = "tls"
+		}
+		t.Run(name, func(t *testing.T) {
+			cfg := testConfig(testPool("p", "roundrobin", bigBackend(t)))
+			var te *testEngine
+			if overTLS {
+				te = startTLSEngine(t, cfg, nil)
+			} else {
+				te = startEngine(t, cfg)
+			}
+			test64MiBBothWays(t, te)
+		})
+	}
+}
+
+func test64MiBBothWays(t *testing.T, te *testEngine) {
+	c := te.client()
 	want := patternSum(big)
 	for _, q := range []string{"", "?chunked=1"} {
 		resp, err := c.Get(te.url("/down" + q))
