@@ -7,7 +7,6 @@ import (
 	"net"
 	"net/netip"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -62,11 +61,12 @@ func (l *listener) handshake(s *evloop.Shard, fd int, peer netip.AddrPort, count
 			l.releaseConn(peer, counted)
 			return
 		}
-		var c net.Conn = tc.Blocking()
-		if counted {
-			c = &countedConn{Conn: c, l: l, peer: peer}
+		var release func()
+		if counted { // max_conns_per_client's place, given back when the connection closes
+			release = func() { l.releaseConn(peer, true) }
 		}
-		done() // handed over: the HTTP/2 plane counts it from here
+		c := tc.Blocking(release) // a *tls.Conn, as the HTTP/2 server expects of TLS
+		done()                    // handed over: the HTTP/2 plane counts it from here
 		l.tls.h2(c)
 		return
 	}
@@ -114,22 +114,6 @@ func (t *tlsAttach) Run(s *evloop.Shard) {
 	c.tls = t.tc
 	t.tc.Attach(&c.FD)
 	c.start()
-}
-
-// countedConn is an HTTP/2 connection counted against max_conns_per_client; it gives its
-// place back when closed (once).
-type countedConn struct {
-	net.Conn
-	l      *listener
-	peer   netip.AddrPort
-	closed atomic.Bool
-}
-
-func (c *countedConn) Close() error {
-	if c.closed.CompareAndSwap(false, true) {
-		c.l.releaseConn(c.peer, true)
-	}
-	return c.Conn.Close()
 }
 
 // Read, Write, Writev and ShutdownWrite are the connection's I/O: the socket's, or through

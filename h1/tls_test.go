@@ -196,6 +196,7 @@ func TestClientLeavesBeforeResponse(t *testing.T) {
 func TestTLSListener(t *testing.T) {
 	rb := newRawBackend(t)
 	cfg := conformanceConfig(rb.addr())
+	cfg.Listeners[0].MaxConnsPerClient = 2 // counted; 127.0.0.1 is no trusted proxy here
 	h2conns := make(chan net.Conn, 1)
 	te := startTLSEngine(t, cfg, func(c net.Conn) { h2conns <- c })
 	c := dialTLS(t, te.addr, "http/1.1")
@@ -226,10 +227,25 @@ func TestTLSListener(t *testing.T) {
 	}
 	select {
 	case hc := <-h2conns:
+		if _, ok := hc.(*tls.Conn); !ok {
+			t.Errorf("the HTTP/2 server got a %T, not the *tls.Conn it reads the state of", hc)
+		}
+		// Two connections held (the HTTP/1.1 one and this): a third is refused until this
+		// one closes and gives its place back.
 		_ = hc.Close()
 	case <-time.After(5 * time.Second):
 		t.Fatal("the h2 connection did not reach the HTTP/2 server")
 	}
+	third := dialTLS(t, te.addr, "http/1.1")
+	if _, err := third.Write([]byte("GET /api/x HTTP/1.1\r\nHost: public.example\r\n\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	_ = third.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if n, err := third.Read(br); err != nil || !bytes.HasPrefix(br[:n], []byte("HTTP/1.1 200")) {
+		t.Fatalf("a third connection after the h2 one closed: %q, %v", br[:n], err)
+	}
+	_ = third.Close()
+	waitFor(t, "the third connection's close", func() bool { return te.Stats().Conns == 1 })
 	quiet, err := net.Dial("tcp", te.addr)
 	if err != nil {
 		t.Fatal(err)
