@@ -12,8 +12,11 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"errors"
+	"io"
 	mbig "math/big"
 	"net"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -298,5 +301,35 @@ func TestTLSHandshakeFlood(t *testing.T) {
 	}
 	if st := te.Stats(); st.TLSFailures != 4 {
 		t.Fatalf("TLS failures %d, want the 4 timed-out handshakes", st.TLSFailures)
+	}
+}
+
+// TestTLSBadRecordCloses: after the handshake, a record that does not decrypt (and one longer
+// than TLS allows) closes the connection at once, with the engine's record of it freed.
+func TestTLSBadRecordCloses(t *testing.T) {
+	rb := newRawBackend(t)
+	te := startTLSEngine(t, conformanceConfig(rb.addr()), nil)
+	for _, rec := range [][]byte{
+		[]byte("\x17\x03\x03\x00\x20" + strings.Repeat("x", 32)), // application data that does not authenticate
+		[]byte("\x17\x03\x03\xff\xff"),                           // a length past the largest record
+	} {
+		raw, err := net.Dial("tcp", te.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tc := tls.Client(raw, &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"http/1.1"}})
+		if err := tc.Handshake(); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, "the connection on its shard", func() bool { return te.Stats().Conns == 1 })
+		if _, err := raw.Write(rec); err != nil {
+			t.Fatal(err)
+		}
+		_ = raw.SetReadDeadline(time.Now().Add(5 * time.Second))
+		if _, err := io.ReadAll(raw); err != nil && !errors.Is(err, syscall.ECONNRESET) {
+			t.Fatalf("%q: %v (want the server's alert, then its close)", rec[:5], err)
+		}
+		_ = raw.Close()
+		waitFor(t, "the connection's close", func() bool { return te.Stats().Conns == 0 })
 	}
 }
