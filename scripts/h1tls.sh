@@ -4,7 +4,8 @@
 # NEW_BIN's and OLD_BIN's `ballast serve` with a TLS listener, and HAProxy (one thread, `ssl
 # crt`), interleaved in every repetition; `wrk -t1 -cCONNS -dSECS https://…` against each in
 # turn, utime+stime of each proxy over the requests wrk counted (the shared tools' procstat).
-# Medians of REPS. Ports 27100-27101 (backends), 27110-27112 (proxies). Run it under
+# Medians of REPS. CLOSE=N measures a new TLS connection per request instead (`ab -c CONNS -n
+# N`, full handshake each: ECDHE P-256, ECDSA). Ports 27100-27101 (backends), 27110-27112 (proxies). Run it under
 # `flock /work/notes/bench.lock`. Needs wrk, haproxy, openssl, python3.
 set -u
 NEW=$(readlink -f "$1"); OLD=$(readlink -f "$2"); REPS=${3:-5}; SECS=${4:-4}; C=${5:-16}
@@ -35,15 +36,21 @@ ticks() { python3 "$shared/procstat.py" $1 | cut -d' ' -f1; }
 run() { # pid port -> µs/req
   local t0 t1 out reqs
   t0=$(ticks $1)
-  out=$(wrk -t1 -c$C -d${SECS}s https://127.0.0.1:$2/ 2>&1)
-  t1=$(ticks $1)
-  reqs=$(awk '/requests in/ {print $1}' <<<"$out")
+  if [ -n "${CLOSE:-}" ]; then
+    out=$(ab -q -c$C -n $CLOSE https://127.0.0.1:$2/ 2>&1)
+    t1=$(ticks $1)
+    reqs=$(awk '/^Complete requests/ {c=$3} /^Failed requests/ {f=$3} END {print c-f}' <<<"$out")
+  else
+    out=$(wrk -t1 -c$C -d${SECS}s https://127.0.0.1:$2/ 2>&1)
+    t1=$(ticks $1)
+    reqs=$(awk '/requests in/ {print $1}' <<<"$out")
+  fi
   awk -v a=$t0 -v b=$t1 -v r=${reqs:-0} -v hz=$hz 'BEGIN{ if (r>0) printf "%.2f", (b-a)*1e6/hz/r; else print "nan" }'
 }
 median() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END{print a[int((NR+1)/2)]}'; }
 N=(); O=(); H=()
 for r in $(seq 1 $REPS); do N+=($(run $pn 27110)); O+=($(run $po 27111)); H+=($(run $ph 27112)); done
-printf 'https c=%d: new %s µs/req, old %s, haproxy %s; new/haproxy %s, old/haproxy %s   runs: %s | %s | %s\n' $C \
+printf 'https%s c=%d: new %s µs/req, old %s, haproxy %s; new/haproxy %s, old/haproxy %s   runs: %s | %s | %s\n' "${CLOSE:+ close}" $C \
   $(median "${N[@]}") $(median "${O[@]}") $(median "${H[@]}") \
   $(awk -v a=$(median "${N[@]}") -v b=$(median "${H[@]}") 'BEGIN{printf "%.2f", a/b}') \
   $(awk -v a=$(median "${O[@]}") -v b=$(median "${H[@]}") 'BEGIN{printf "%.2f", a/b}') "${N[*]}" "${O[*]}" "${H[*]}"
