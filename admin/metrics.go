@@ -4,6 +4,7 @@ import (
 	"math"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -23,16 +24,53 @@ var latencyBuckets = []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25
 type metrics struct {
 	p           *Plane
 	reg         *prometheus.Registry
-	latency     *prometheus.HistogramVec
+	latency     *prometheus.Desc // the backends' latency histograms (latHist), read at scrape time
 	transitions *prometheus.CounterVec
 	probes      *prometheus.CounterVec
 	hist        sync.Map // *upstream.Backend -> *histEntry
+	// series holds the histograms by pool and backend ID: two Backend records with the same
+	// labels (a discovered backend that left and came back) share one series, as they did
+	// under client_golang's HistogramVec; a scrape renders each series once.
+	series sync.Map // pool + "\x00" + backend ID -> *histEntry
 }
 
 type histEntry struct {
 	m    *metrics
 	pool string
-	h    prometheus.Histogram
+	id   string
+	h    latHist
+}
+
+// latHist is one backend's latency histogram: a count per bucket of latencyBuckets (the
+// last one +Inf) and the sum in nanoseconds, in three cache lines of the backend's own
+// record, so that an observation on the request path is two atomic adds on memory nothing
+// else shares (client_golang's histogram is three structures, each a cache miss when 2000
+// backends take turns: 0.5 µs per request). Scrapes render it as a constant histogram.
+type latHist struct {
+	buckets [16]atomic.Uint64
+	sumNs   atomic.Int64
+}
+
+func (h *latHist) observe(d time.Duration) {
+	s := d.Seconds()
+	i := 0
+	for i < len(latencyBuckets) && s > latencyBuckets[i] {
+		i++
+	}
+	h.buckets[i].Add(1)
+	h.sumNs.Add(int64(d))
+}
+
+// metric renders h with its labels.
+func (h *latHist) metric(d *prometheus.Desc, pool, backend string) prometheus.Metric {
+	cum := make(map[float64]uint64, len(latencyBuckets))
+	var n uint64
+	for i, le := range latencyBuckets {
+		n += h.buckets[i].Load()
+		cum[le] = n
+	}
+	n += h.buckets[len(latencyBuckets)].Load()
+	return prometheus.MustNewConstHistogram(d, n, float64(h.sumNs.Load())/1e9, cum, pool, backend)
 }
 
 // histSlot keeps each backend's histEntry on the backend itself, so that the release path
@@ -43,17 +81,15 @@ var histSlot = upstream.NewSlot()
 
 func newMetrics(p *Plane) *metrics {
 	m := &metrics{p: p, reg: prometheus.NewRegistry()}
-	m.latency = prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Name: "ballast_backend_latency_seconds", Help: "Time to response headers of requests released on the backend.",
-		Buckets: latencyBuckets,
-	}, []string{"pool", "backend"})
+	m.latency = prometheus.NewDesc("ballast_backend_latency_seconds", "Time to response headers of requests released on the backend.",
+		[]string{"pool", "backend"}, nil)
 	m.transitions = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "ballast_health_transitions_total", Help: "Health transitions: down, up (active checks), ejected, ejection_refused (outlier detection).",
 	}, []string{"pool", "backend", "kind"})
 	m.probes = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "ballast_health_checks_total", Help: "Active health probes by result.",
 	}, []string{"pool", "backend", "result"})
-	m.reg.MustRegister(m.latency, m.transitions, m.probes, (*liveCollector)(m),
+	m.reg.MustRegister((*histCollector)(m), m.transitions, m.probes, (*liveCollector)(m),
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -65,19 +101,32 @@ func (m *metrics) handler() http.Handler {
 // release is the upstream release observer: one map lookup and one histogram observation.
 func (m *metrics) release(p *upstream.Pool, b *upstream.Backend, latency time.Duration, _ bool) {
 	if e, _ := b.Attachment(histSlot).(*histEntry); e != nil && e.m == m && e.pool == p.Name {
-		e.h.Observe(latency.Seconds())
+		e.h.observe(latency)
 		return
 	}
 	v, ok := m.hist.Load(b)
 	if !ok || v.(*histEntry).pool != p.Name {
-		v = &histEntry{m: m, pool: p.Name, h: m.latency.WithLabelValues(p.Name, b.ID).(prometheus.Histogram)}
+		v, _ = m.series.LoadOrStore(p.Name+"\x00"+b.ID, &histEntry{m: m, pool: p.Name, id: b.ID})
 		m.hist.Store(b, v)
 	}
 	e := v.(*histEntry)
 	if cur, _ := b.Attachment(histSlot).(*histEntry); cur == nil || cur.m == m {
 		b.SetAttachment(histSlot, e)
 	}
-	e.h.Observe(latency.Seconds())
+	e.h.observe(latency)
+}
+
+// histCollector renders every backend's latency histogram at scrape time.
+type histCollector metrics
+
+func (c *histCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.latency }
+
+func (c *histCollector) Collect(ch chan<- prometheus.Metric) {
+	c.series.Range(func(_, v any) bool {
+		e := v.(*histEntry)
+		ch <- e.h.metric(c.latency, e.pool, e.id)
+		return true
+	})
 }
 
 func (m *metrics) event(e health.Event) {
@@ -99,8 +148,9 @@ func (m *metrics) p99(pool string, b *upstream.Backend) (float64, bool) {
 	if !ok || v.(*histEntry).pool != pool {
 		return 0, false
 	}
+	e := v.(*histEntry)
 	var d dto.Metric
-	if err := v.(*histEntry).h.Write(&d); err != nil || d.Histogram == nil {
+	if err := e.h.metric(m.latency, e.pool, e.id).Write(&d); err != nil || d.Histogram == nil {
 		return 0, false
 	}
 	q := quantile(0.99, d.Histogram)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"math"
 	"net/http"
 	"sync"
 	"testing"
@@ -204,8 +205,9 @@ func TestReleaseEntriesPerPlane(t *testing.T) {
 		if !ok {
 			return 0
 		}
+		e := v.(*histEntry)
 		var d dto.Metric
-		if err := v.(*histEntry).h.(prometheus.Metric).Write(&d); err != nil {
+		if err := e.h.metric(m.latency, e.pool, e.id).Write(&d); err != nil {
 			t.Fatal(err)
 		}
 		return d.GetHistogram().GetSampleCount()
@@ -229,4 +231,67 @@ func TestReleaseEntriesPerPlane(t *testing.T) {
 	if e, _ := bs[0].Attachment(histSlot).(*histEntry); e == nil || e.pool != "web2" {
 		t.Fatal("the attachment did not follow the pool's new name")
 	}
+}
+
+// TestLatHistMatchesClientGolang: the backends' own latency histogram counts, sums and
+// renders as client_golang's histogram with the same buckets does, bounds included (a value
+// equal to a bound is in that bucket) and past the last one (+Inf).
+func TestLatHistMatchesClientGolang(t *testing.T) {
+	ref := prometheus.NewHistogram(prometheus.HistogramOpts{Name: "ref", Buckets: latencyBuckets})
+	var h latHist
+	for _, d := range []time.Duration{0, 500 * time.Microsecond, 501 * time.Microsecond, time.Millisecond,
+		7 * time.Millisecond, 250 * time.Millisecond, 30 * time.Second, time.Minute, 3 * time.Second} {
+		h.observe(d)
+		ref.Observe(d.Seconds())
+	}
+	var got, want dto.Metric
+	desc := prometheus.NewDesc("x", "x", []string{"pool", "backend"}, nil)
+	if err := h.metric(desc, "p", "b").Write(&got); err != nil {
+		t.Fatal(err)
+	}
+	if err := ref.Write(&want); err != nil {
+		t.Fatal(err)
+	}
+	g, w := got.GetHistogram(), want.GetHistogram()
+	if g.GetSampleCount() != w.GetSampleCount() || math.Abs(g.GetSampleSum()-w.GetSampleSum()) > 1e-9 {
+		t.Fatalf("count/sum %d/%v, want %d/%v", g.GetSampleCount(), g.GetSampleSum(), w.GetSampleCount(), w.GetSampleSum())
+	}
+	if len(g.GetBucket()) != len(w.GetBucket()) {
+		t.Fatalf("%d buckets, want %d", len(g.GetBucket()), len(w.GetBucket()))
+	}
+	for i, b := range w.GetBucket() {
+		if gb := g.GetBucket()[i]; gb.GetUpperBound() != b.GetUpperBound() || gb.GetCumulativeCount() != b.GetCumulativeCount() {
+			t.Fatalf("bucket le=%v: %d, want le=%v: %d", gb.GetUpperBound(), gb.GetCumulativeCount(), b.GetUpperBound(), b.GetCumulativeCount())
+		}
+	}
+}
+
+// TestLatencySeriesShared: two backend records with the same pool and ID (a discovered
+// backend that left and came back) count into one series, and a scrape renders it once (a
+// duplicate would fail the whole scrape).
+func TestLatencySeriesShared(t *testing.T) {
+	p1 := testPool(t, "web", "a")
+	p2 := testPool(t, "web", "a")
+	m := newMetrics(nil)
+	m.release(p1, p1.Backends()[0], time.Millisecond, false)
+	m.release(p2, p2.Backends()[0], time.Millisecond, false)
+	reg := prometheus.NewRegistry() // the histograms alone (the live collector needs a Plane)
+	reg.MustRegister((*histCollector)(m))
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatalf("scrape: %v", err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "ballast_backend_latency_seconds" {
+			continue
+		}
+		if n := len(mf.GetMetric()); n != 1 {
+			t.Fatalf("%d series, want 1", n)
+		}
+		if c := mf.GetMetric()[0].GetHistogram().GetSampleCount(); c != 2 {
+			t.Fatalf("count %d, want 2", c)
+		}
+		return
+	}
+	t.Fatal("no latency histogram in the scrape")
 }

@@ -34,5 +34,8 @@
 // event. Closing a descriptor (FD.Close) forgets it at once: events already fetched for it
 // are dropped.
 //
+// TLS: package evloop/tlsconn runs a server-side TLS connection's handshake off the shard
+// and then its records on the shard, with the same Read/Write contract as FD's.
+//
 // Off Linux NewGroup fails with errors.ErrUnsupported.
 package evloop

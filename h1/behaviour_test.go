@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"net"
@@ -73,10 +74,30 @@ func bigBackend(t testing.TB) string {
 	})
 }
 
-// Test64MiBBothWays moves 64 MiB each way, with a length and chunked, and checks every byte.
+// Test64MiBBothWays moves 64 MiB each way, with a length and chunked, and checks every byte,
+// over plain TCP and over TLS (records on the shard, ciphertext kept when the client's socket
+// is full).
 func Test64MiBBothWays(t *testing.T) {
-	te := startEngine(t, testConfig(testPool("p", "roundrobin", bigBackend(t))))
-	c := testClient()
+	for _, overTLS := range []bool{false, true} {
+		name := "plain"
+		if overTLS {
+			name = "tls"
+		}
+		t.Run(name, func(t *testing.T) {
+			cfg := testConfig(testPool("p", "roundrobin", bigBackend(t)))
+			var te *testEngine
+			if overTLS {
+				te = startTLSEngine(t, cfg, nil)
+			} else {
+				te = startEngine(t, cfg)
+			}
+			test64MiBBothWays(t, te)
+		})
+	}
+}
+
+func test64MiBBothWays(t *testing.T, te *testEngine) {
+	c := te.client()
 	want := patternSum(big)
 	for _, q := range []string{"", "?chunked=1"} {
 		resp, err := c.Get(te.url("/down" + q))
@@ -127,6 +148,16 @@ func doReq(t testing.TB, c *http.Client, req *http.Request) (*http.Response, []b
 // the backend (which then blocks in its writes) instead of buffering the response; the
 // engine's heap stays flat; the transfer completes once the client reads.
 func TestSlowReaderStopsTheBackend(t *testing.T) {
+	for _, overTLS := range []bool{false, true} {
+		name := "plain"
+		if overTLS {
+			name = "tls"
+		}
+		t.Run(name, func(t *testing.T) { testSlowReaderStopsTheBackend(t, overTLS) })
+	}
+}
+
+func testSlowReaderStopsTheBackend(t *testing.T, overTLS bool) {
 	var written atomic.Int64
 	addr := httpBackend(t, func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Length", strconv.Itoa(big))
@@ -138,16 +169,30 @@ func TestSlowReaderStopsTheBackend(t *testing.T) {
 			written.Add(int64(len(buf)))
 		}
 	})
-	te := startEngine(t, testConfig(testPool("p", "roundrobin", addr)))
+	cfg := testConfig(testPool("p", "roundrobin", addr))
+	var te *testEngine
+	if overTLS {
+		te = startTLSEngine(t, cfg, nil)
+	} else {
+		te = startEngine(t, cfg)
+	}
 	runtime.GC()
 	var before runtime.MemStats
 	runtime.ReadMemStats(&before)
-	c, err := net.Dial("tcp", te.addr)
+	raw, err := net.Dial("tcp", te.addr)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
-	_ = c.(*net.TCPConn).SetReadBuffer(64 << 10)
+	defer raw.Close()
+	_ = raw.(*net.TCPConn).SetReadBuffer(64 << 10)
+	c := raw
+	if overTLS {
+		tc := tls.Client(raw, &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"http/1.1"}})
+		if err := tc.Handshake(); err != nil {
+			t.Fatal(err)
+		}
+		c = tc
+	}
 	fmt.Fprintf(c, "GET / HTTP/1.1\r\nHost: a\r\n\r\n")
 	// Let the pipeline fill, then watch the backend stall.
 	var stalled int64

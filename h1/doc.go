@@ -1,4 +1,4 @@
-// Package h1 is Ballast's event-loop HTTP/1.1 engine: plain-HTTP listeners served from the
+// Package h1 is Ballast's event-loop HTTP/1.1 engine: plain-HTTP and TLS listeners served from the
 // shards of an evloop.Group, one per P, where every connection of a request (the client's and
 // the backend's) lives on the shard that accepted the client, and a ready connection is read,
 // its request parsed, routed, balanced and forwarded, and the response passed back, on that
@@ -6,10 +6,10 @@
 //
 // API: New builds an Engine over an httpcore.Core (before the core's first Swap: the engine
 // attaches its per-backend state through it, and reloads reach it the same way); Serve serves
-// one socket as the configured listener of that name (it must lend its descriptor: the shards
+// one socket as the configured listener of that name, ServeTLS a TLS one (it must lend its descriptor: the shards
 // accept from it with raw accept4); Shutdown stops accepting, closes idle connections and
 // waits for the requests in flight; Stats reports what the engine counts (responses by class,
-// retries and hedges are the core's). Package server serves every plain-HTTP listener
+// retries and hedges are the core's). Package server serves every plain-HTTP and TLS listener
 // with it (server/h1plane.go says which stay on the fasthttp plane).
 //
 // # A request's path
@@ -89,6 +89,15 @@
 // on its shard's goroutine; the core's table is one atomic load per request (an exchange keeps
 // the table it started with); counters are per shard and summed on read. Access-log lines are formatted
 // on the shard and written by a goroutine per shard, never on the shard itself. Nothing on a
-// shard blocks: no DNS, no disk, no TLS. TLS listeners stay on the fasthttp plane for now, and
-// so do compression and backends reached over TLS or HTTP/2.
+// shard blocks: no DNS, no disk, no TLS handshake.
+//
+// TLS listeners (ServeTLS, tls.go): the accepting shard admits the connection, a goroutine
+// runs the handshake (package evloop/tlsconn, within read_header_timeout), a connection that
+// negotiated h2 by ALPN goes to the HTTP/2 server given, and the others come back to their
+// shard, whose reads and writes then go through crypto/tls (clientConn's Read, Write, Writev,
+// ShutdownWrite keep the socket's contract). Compression and backends reached over TLS or
+// HTTP/2 stay on the fasthttp plane for now.
+//
+// A client that closes its side while its request waits for the response head (gone.go) gets
+// one second to be answered (it may only have half-closed), then the exchange is abandoned.
 package h1

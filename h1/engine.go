@@ -42,7 +42,9 @@ type Engine struct {
 	closed    bool
 	done      chan struct{} // closed by Shutdown: Serve calls return
 	stopping  atomic.Bool
-	trust     atomic.Pointer[proxyproto.Trust] // who accept_proxy listeners take headers from
+	// handshakes counts the TLS handshakes in progress, bounded by maxHandshakes (tls.go).
+	handshakes, maxHandshakes atomic.Int64
+	trust                     atomic.Pointer[proxyproto.Trust] // who accept_proxy listeners take headers from
 
 	// HTTP/2 on h2c listeners (h2conn.go): the Conn's settings for a listener, and the
 	// counters every Conn adds to; nil h2config: h2c listeners are not the engine's.
@@ -157,7 +159,7 @@ type shardStats struct {
 	connsRefused                            atomic.Int64
 	headerTimeouts, idleTimeouts            atomic.Int64
 	bodyTimeouts, writeTimeouts             atomic.Int64
-	tlsFailures                             atomic.Int64
+	tlsFailures, tlsRefused                 atomic.Int64
 	backendConns, connects, connectFailures atomic.Int64
 	active, queued, tunnels                 atomic.Int64
 	_                                       [64]byte
@@ -173,6 +175,7 @@ type Stats struct {
 	BodyTimeouts              int64 // requests whose body was too slow (408)
 	WriteTimeouts             int64 // clients that did not read their response for idle_timeout
 	TLSFailures               int64 // TLS handshakes that failed or timed out (read_header_timeout)
+	TLSRefused                int64 // connections closed at accept: maxHandshakes were in progress
 	BackendConns              int64 // open backend connections (in use or idle)
 	Connects, ConnectFailures int64
 	Active                    int64 // requests in flight (reading the body up to the response's end)
@@ -198,6 +201,7 @@ func New(core *httpcore.Core, logger *slog.Logger) (*Engine, error) {
 		return nil, err
 	}
 	e := &Engine{logger: logger, core: core, group: g, done: make(chan struct{})}
+	e.maxHandshakes.Store(maxHandshakes)
 	for _, s := range g.Shards() {
 		sh := &shard{e: e, s: s, id: s.ID(), wbuf: make([]byte, 0, 2*evloop.ReadBufSize)}
 		sh.br = bufio.NewReaderSize(&sh.rd, evloop.ReadBufSize)
@@ -225,6 +229,7 @@ func (e *Engine) Stats() Stats {
 		s.BodyTimeouts += st.bodyTimeouts.Load()
 		s.WriteTimeouts += st.writeTimeouts.Load()
 		s.TLSFailures += st.tlsFailures.Load()
+		s.TLSRefused += st.tlsRefused.Load()
 		s.BackendConns += st.backendConns.Load()
 		s.Connects += st.connects.Load()
 		s.ConnectFailures += st.connectFailures.Load()
@@ -258,9 +263,11 @@ func (e *Engine) ServeH2C(name string, ln net.Listener, http1 func(c net.Conn, p
 
 // ServeTLS serves ln as the TLS listener named listener: handshakes with cfg (whose
 // GetConfigForClient may change the certificates while serving), HTTP/1.1 on the shards, and
-// the connections that negotiate h2 by ALPN handed to h2 (closed when h2 is nil).
-func (e *Engine) ServeTLS(name string, ln net.Listener, cfg *tls.Config, h2 func(net.Conn)) error {
-	return e.serve(name, ln, &tlsOpts{cfg: cfg, h2: h2}, nil)
+// the connections that negotiate h2 by ALPN handed to h2 (closed when h2 is nil). busy, when
+// not nil, hears +1 when a handshake starts and -1 when it failed or its connection was
+// handed on (to a shard or to h2).
+func (e *Engine) ServeTLS(name string, ln net.Listener, cfg *tls.Config, h2 func(net.Conn), busy func(delta int)) error {
+	return e.serve(name, ln, &tlsOpts{cfg: cfg, h2: h2, busy: busy}, nil)
 }
 
 func (e *Engine) serve(name string, ln net.Listener, tlsOpt *tlsOpts, http1 func(net.Conn, []byte, bool)) error {
@@ -357,6 +364,12 @@ func (l *listener) accept(s *evloop.Shard, fd int, peer netip.AddrPort) {
 		return
 	}
 	if l.tls != nil {
+		if l.e.handshakes.Add(1) > l.e.maxHandshakes.Load() {
+			l.e.handshakes.Add(-1)
+			sh.st.tlsRefused.Add(1)
+			l.dropFD(fd, peer, counted)
+			return
+		}
 		go l.handshake(s, fd, peer, counted) // back on this shard once handshaken (tls.go)
 		return
 	}

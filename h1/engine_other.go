@@ -4,6 +4,7 @@ package h1
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"log/slog"
 	"net"
@@ -23,6 +24,9 @@ func New(core *httpcore.Core, logger *slog.Logger) (*Engine, error) {
 }
 
 func (e *Engine) Serve(name string, ln net.Listener) error { return errors.ErrUnsupported }
-func (e *Engine) Shutdown(ctx context.Context) error       { return nil }
-func (e *Engine) SetProxyTrust(t proxyproto.Trust)         {}
-func (e *Engine) ProxyRefused(name string) (uint64, bool)  { return 0, false }
+func (e *Engine) ServeTLS(name string, ln net.Listener, cfg *tls.Config, h2 func(net.Conn), busy func(int)) error {
+	return errors.ErrUnsupported
+}
+func (e *Engine) Shutdown(ctx context.Context) error      { return nil }
+func (e *Engine) SetProxyTrust(t proxyproto.Trust)        {}
+func (e *Engine) ProxyRefused(name string) (uint64, bool) { return 0, false }

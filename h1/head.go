@@ -142,7 +142,10 @@ func checkRequest(head []byte, r *reqHead) verdict {
 	if eol < 1 {
 		return headMalformed
 	}
-	line := bytes.TrimSuffix(head[:eol], cr) // a request line ended by a bare LF is taken, as fasthttp does
+	line := head[:eol]
+	if line[len(line)-1] == '\r' { // a request line ended by a bare LF is taken, as fasthttp does
+		line = line[:len(line)-1]
+	}
 	sp := bytes.IndexByte(line, ' ')
 	if sp <= 0 {
 		return headMalformed

@@ -4,6 +4,7 @@ package h1
 
 import (
 	"context"
+	"crypto/tls"
 	"io"
 	"net"
 	"net/http"
@@ -130,7 +131,22 @@ func (te *testEngine) PoolCounters(pool string) (retries, hedges uint64) {
 
 func (te *testEngine) Responses(b *upstream.Backend) [6]uint64 { return te.core.Responses(b) }
 
-func (te *testEngine) url(path string) string { return "http://" + te.addr + path }
+func (te *testEngine) url(path string) string {
+	if te.tls {
+		return "https://" + te.addr + path
+	}
+	return "http://" + te.addr + path
+}
+
+// client is testClient, for a TLS listener one that trusts any certificate and speaks
+// HTTP/1.1.
+func (te *testEngine) client() *http.Client {
+	c := testClient()
+	if te.tls {
+		c.Transport.(*http.Transport).TLSClientConfig = &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"http/1.1"}}
+	}
+	return c
+}
 
 func testClient() *http.Client {
 	return &http.Client{

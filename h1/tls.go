@@ -6,7 +6,7 @@ import (
 	"crypto/tls"
 	"net"
 	"net/netip"
-	"sync/atomic"
+	"sync"
 	"syscall"
 	"time"
 
@@ -22,15 +22,33 @@ import (
 // ALPN by an h2mux.Conn (h2conn.go) when the engine has HTTP/2 settings (SetHTTP2), else
 // they go, blocking, to the listener's HTTP/2 server.
 
-// tlsOpts is a TLS listener's: the server configuration and the HTTP/2 server.
+// maxHandshakes bounds the TLS handshakes in progress in an engine, each a goroutine and two
+// descriptors for up to read_header_timeout: a flood of connections that never finish their
+// handshake is closed at accept past it (Stats.TLSRefused), as a full backlog would be.
+const maxHandshakes = 4096
+
+// tlsOpts is a TLS listener's: the server configuration, the HTTP/2 server, and the count
+// of handshakes in progress (busy, may be nil), which the HTTP/2 plane's shutdown waits on so
+// that an h2 connection accepted before it is served (with its GOAWAY), not dropped.
 type tlsOpts struct {
-	cfg *tls.Config
-	h2  func(net.Conn)
+	cfg  *tls.Config
+	h2   func(net.Conn)
+	busy func(delta int)
 }
 
 // handshake runs in its own goroutine: the handshake, then the connection to its server.
 func (l *listener) handshake(s *evloop.Shard, fd int, peer netip.AddrPort, counted bool) {
 	sh := l.e.shards[s.ID()]
+	if l.tls.busy != nil {
+		l.tls.busy(1)
+	}
+	done := sync.OnceFunc(func() {
+		l.e.handshakes.Add(-1)
+		if l.tls.busy != nil {
+			l.tls.busy(-1)
+		}
+	})
+	defer done()
 	tc, err := tlsconn.Handshake(fd, l.tls.cfg, time.Duration(l.readHdr))
 	if err != nil {
 		sh.st.tlsFailures.Add(1)
@@ -49,10 +67,12 @@ func (l *listener) handshake(s *evloop.Shard, fd int, peer netip.AddrPort, count
 			l.releaseConn(peer, counted)
 			return
 		}
-		var c net.Conn = tc.Blocking()
-		if counted {
-			c = &countedConn{Conn: c, l: l, peer: peer}
+		var release func()
+		if counted { // max_conns_per_client's place, given back when the connection closes
+			release = func() { l.releaseConn(peer, true) }
 		}
+		c := tc.Blocking(release) // a *tls.Conn, as the HTTP/2 server expects of TLS
+		done()                    // handed over: the HTTP/2 plane counts it from here
 		l.tls.h2(c)
 		return
 	}
@@ -105,22 +125,6 @@ func (t *tlsAttach) Run(s *evloop.Shard) {
 		return
 	}
 	c.start()
-}
-
-// countedConn is an HTTP/2 connection counted against max_conns_per_client; it gives its
-// place back when closed (once).
-type countedConn struct {
-	net.Conn
-	l      *listener
-	peer   netip.AddrPort
-	closed atomic.Bool
-}
-
-func (c *countedConn) Close() error {
-	if c.closed.CompareAndSwap(false, true) {
-		c.l.releaseConn(c.peer, true)
-	}
-	return c.Conn.Close()
 }
 
 // Read, Write, Writev and ShutdownWrite are the connection's I/O: the socket's, or through

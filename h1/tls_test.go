@@ -12,8 +12,11 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"errors"
+	"io"
 	mbig "math/big"
 	"net"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -66,7 +69,7 @@ func startTLSEngine(t testing.TB, cfg *config.Config, h2 func(net.Conn)) *testEn
 	}
 	tc := &tls.Config{Certificates: []tls.Certificate{testCert(t)}, NextProtos: []string{"h2", "http/1.1"}}
 	te := &testEngine{Engine: e, core: core, addr: ln.Addr().String(), pools: pools, done: make(chan error, 1), tls: true}
-	go func() { te.done <- e.ServeTLS(cfg.Listeners[0].Name, ln, tc, h2) }()
+	go func() { te.done <- e.ServeTLS(cfg.Listeners[0].Name, ln, tc, h2, nil) }()
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
@@ -197,6 +200,7 @@ func TestClientLeavesBeforeResponse(t *testing.T) {
 func TestTLSListener(t *testing.T) {
 	rb := h1conformance.NewRawBackend(t)
 	cfg := conformanceConfig(rb.Addr())
+	cfg.Listeners[0].MaxConnsPerClient = 2 // counted; 127.0.0.1 is no trusted proxy here
 	h2conns := make(chan net.Conn, 1)
 	te := startTLSEngine(t, cfg, func(c net.Conn) { h2conns <- c })
 	c := dialTLS(t, te.addr, "http/1.1")
@@ -227,10 +231,25 @@ func TestTLSListener(t *testing.T) {
 	}
 	select {
 	case hc := <-h2conns:
+		if _, ok := hc.(*tls.Conn); !ok {
+			t.Errorf("the HTTP/2 server got a %T, not the *tls.Conn it reads the state of", hc)
+		}
+		// Two connections held (the HTTP/1.1 one and this): a third is refused until this
+		// one closes and gives its place back.
 		_ = hc.Close()
 	case <-time.After(5 * time.Second):
 		t.Fatal("the h2 connection did not reach the HTTP/2 server")
 	}
+	third := dialTLS(t, te.addr, "http/1.1")
+	if _, err := third.Write([]byte("GET /api/x HTTP/1.1\r\nHost: public.example\r\n\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	_ = third.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if n, err := third.Read(br); err != nil || !bytes.HasPrefix(br[:n], []byte("HTTP/1.1 200")) {
+		t.Fatalf("a third connection after the h2 one closed: %q, %v", br[:n], err)
+	}
+	_ = third.Close()
+	waitFor(t, "the third connection's close", func() bool { return te.Stats().Conns == 1 })
 	quiet, err := net.Dial("tcp", te.addr)
 	if err != nil {
 		t.Fatal(err)
@@ -242,5 +261,76 @@ func TestTLSListener(t *testing.T) {
 	}
 	if te.Stats().TLSFailures != 1 {
 		t.Fatal("a client that never handshakes was not counted within read_header_timeout")
+	}
+}
+
+// TestTLSHandshakeFlood: connections that never finish their handshake hold at most
+// maxHandshakes goroutines; past it new ones are closed at accept and counted, and once the
+// flood's handshakes time out, a client is served again.
+func TestTLSHandshakeFlood(t *testing.T) {
+	rb := h1conformance.NewRawBackend(t)
+	cfg := conformanceConfig(rb.Addr())
+	cfg.Listeners[0].ReadHeaderTimeout = dur(time.Second)
+	te := startTLSEngine(t, cfg, nil)
+	te.maxHandshakes.Store(4)
+	var flood []net.Conn
+	defer func() {
+		for _, c := range flood {
+			_ = c.Close()
+		}
+	}()
+	for range 10 {
+		c, err := net.Dial("tcp", te.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		flood = append(flood, c)
+	}
+	waitFor(t, "the refusals", func() bool { return te.Stats().TLSRefused == 6 })
+	if n := te.handshakes.Load(); n != 4 {
+		t.Fatalf("%d handshakes in progress, want 4", n)
+	}
+	waitFor(t, "the flood's timeouts", func() bool { return te.handshakes.Load() == 0 })
+	c := dialTLS(t, te.addr, "http/1.1")
+	if _, err := c.Write([]byte("GET /api/x HTTP/1.1\r\nHost: public.example\r\n\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	buf := make([]byte, 512)
+	if n, err := c.Read(buf); err != nil || !bytes.HasPrefix(buf[:n], []byte("HTTP/1.1 200")) {
+		t.Fatalf("after the flood: %q, %v", buf[:n], err)
+	}
+	if st := te.Stats(); st.TLSFailures != 4 {
+		t.Fatalf("TLS failures %d, want the 4 timed-out handshakes", st.TLSFailures)
+	}
+}
+
+// TestTLSBadRecordCloses: after the handshake, a record that does not decrypt (and one longer
+// than TLS allows) closes the connection at once, with the engine's record of it freed.
+func TestTLSBadRecordCloses(t *testing.T) {
+	rb := h1conformance.NewRawBackend(t)
+	te := startTLSEngine(t, conformanceConfig(rb.Addr()), nil)
+	for _, rec := range [][]byte{
+		[]byte("\x17\x03\x03\x00\x20" + strings.Repeat("x", 32)), // application data that does not authenticate
+		[]byte("\x17\x03\x03\xff\xff"),                           // a length past the largest record
+	} {
+		raw, err := net.Dial("tcp", te.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tc := tls.Client(raw, &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"http/1.1"}})
+		if err := tc.Handshake(); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, "the connection on its shard", func() bool { return te.Stats().Conns == 1 })
+		if _, err := raw.Write(rec); err != nil {
+			t.Fatal(err)
+		}
+		_ = raw.SetReadDeadline(time.Now().Add(5 * time.Second))
+		if _, err := io.ReadAll(raw); err != nil && !errors.Is(err, syscall.ECONNRESET) {
+			t.Fatalf("%q: %v (want the server's alert, then its close)", rec[:5], err)
+		}
+		_ = raw.Close()
+		waitFor(t, "the connection's close", func() bool { return te.Stats().Conns == 0 })
 	}
 }

@@ -151,7 +151,7 @@ func (p *httpPlane) Serve(listener string, sock Socket) error {
 		h2c := isH2C(p.cfg, listener)
 		p.mu.Unlock()
 		if cfg := p.fronts.tlsConfig(listener); cfg != nil {
-			return p.engine.ServeTLS(listener, ln, cfg, func(c net.Conn) { p.h2.ServeConn(listener, c, true) })
+			return p.engine.ServeTLS(listener, ln, cfg, func(c net.Conn) { p.h2.ServeConn(listener, c, true) }, p.fronts.busy.add)
 		}
 		if h2c {
 			return p.serveH2C(listener, ln)

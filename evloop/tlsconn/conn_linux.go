@@ -31,11 +31,12 @@ type Conn struct {
 // transport is crypto/tls's net.Conn: the handshake's blocking duplicate until Attach, then
 // the shard's descriptor.
 type transport struct {
-	nc     net.Conn
-	f      *evloop.FD
-	la, ra net.Addr
-	wbuf   []byte // ciphertext collected from crypto/tls (a buffer of the shard's pool)
-	sent   int    // how much of wbuf the socket has taken
+	nc      net.Conn
+	onClose func() // Blocking's: run once when crypto/tls closes the connection
+	f       *evloop.FD
+	la, ra  net.Addr
+	wbuf    []byte // ciphertext collected from crypto/tls (a buffer of the shard's pool)
+	sent    int    // how much of wbuf the socket has taken
 }
 
 // errWouldBlock is the transport's "nothing to read now": temporary, so crypto/tls keeps the
@@ -77,6 +78,10 @@ func (t *transport) Write(p []byte) (int, error) {
 }
 
 func (t *transport) Close() error {
+	if f := t.onClose; f != nil {
+		t.onClose = nil
+		f()
+	}
 	if t.nc != nil {
 		return t.nc.Close()
 	}
@@ -144,9 +149,13 @@ func dupCloexec(fd int) (int, error) {
 // ConnectionState is crypto/tls's: the version, the cipher suite, the negotiated protocol.
 func (c *Conn) ConnectionState() tls.ConnectionState { return c.tc.ConnectionState() }
 
-// Blocking returns the connection as a blocking net.Conn over the handshake's duplicate, for
-// a protocol served by goroutines; the Conn must not be attached then.
-func (c *Conn) Blocking() net.Conn { return c.tc }
+// Blocking returns the connection as a blocking *tls.Conn over the handshake's duplicate, for
+// a protocol served by goroutines; the Conn must not be attached then. onClose (may be nil)
+// runs once, when the connection is closed.
+func (c *Conn) Blocking(onClose func()) *tls.Conn {
+	c.t.onClose = onClose
+	return c.tc
+}
 
 // Attach moves the connection onto f, the shard's registration of the original descriptor;
 // on the shard's goroutine. The handshake's duplicate is closed. crypto/tls may already hold
