@@ -633,9 +633,11 @@ func (env *parityEnv) nextLog(t *testing.T) logEntry {
 	}
 	deadline := time.Now().Add(wait)
 	for {
+		// Only whole lines: the writer may be part-way through one (a batch written in pieces).
 		data, _ := os.ReadFile(env.log)
-		lines := strings.Split(strings.TrimSuffix(string(data), "\n"), "\n")
-		if len(data) > 0 && len(lines) > env.logLines {
+		whole := string(data[:bytes.LastIndexByte(data, '\n')+1])
+		lines := strings.Split(strings.TrimSuffix(whole, "\n"), "\n")
+		if len(whole) > 0 && len(lines) > env.logLines {
 			line := lines[env.logLines]
 			env.logLines++
 			var e logEntry
