@@ -25,6 +25,10 @@ type Config struct {
 	MaxOutput            int
 	StallTimeout         time.Duration
 	SettingsTimeout      time.Duration
+	// LingerTimeout is how long a stream whose response is complete, while its request is
+	// still arriving, is read on before RST_STREAM NO_ERROR (Conn.localEnd). Zero:
+	// DefaultLingerTimeout; negative: the reset goes at once.
+	LingerTimeout time.Duration
 	// IdleTimeout, when set, ends a connection that has had no stream open for that long
 	// (GOAWAY NO_ERROR, then Done). Zero: the owner keeps its own idle timer.
 	IdleTimeout time.Duration
@@ -158,7 +162,9 @@ type Stream struct {
 	contentLen int64 // declared content-length, -1 when none
 	received   int64 // request body bytes received
 	stallSince int64 // when it blocked on the client's window (0: not blocked on it)
-	next       *Stream
+	linger     int64 // response complete, request still arriving: its rest is read (and
+	// dropped) until then, for frame errors to be answered, then RST_STREAM NO_ERROR; 0: not
+	next *Stream
 }
 
 // ID returns the stream identifier.
@@ -200,6 +206,7 @@ type Conn struct {
 	freeN       int
 	releaseQ    []*Stream
 	blocked     []*Stream // streams that may be blocked, in the order they blocked
+	lingering   []*Stream // streams whose response is complete and request is not (localEnd)
 	blockedNext []*Stream
 	stalled     []*Stream // Tick's scratch
 	waking      bool
@@ -331,6 +338,9 @@ func (cfg *Config) fill() {
 	}
 	if cfg.SettingsTimeout <= 0 {
 		cfg.SettingsTimeout = DefaultSettingsTimeout
+	}
+	if cfg.LingerTimeout == 0 {
+		cfg.LingerTimeout = DefaultLingerTimeout
 	}
 	if cfg.PingTimeout <= 0 {
 		cfg.PingTimeout = cfg.PingAfter
@@ -574,6 +584,14 @@ func (c *Conn) onData(f *frame) error {
 		s.recvAcked += int64(f.padLen)
 		c.recvAcked += int64(f.padLen)
 	}
+	if s.linger != 0 { // the owner is done with it: the bytes are dropped here
+		c.creditConn(n)
+		if end {
+			s.remoteDone = true
+			c.release(s)
+		}
+		return nil
+	}
 	s.recvHeld += int64(len(data))
 	if end {
 		s.remoteDone = true
@@ -719,7 +737,9 @@ func (c *Conn) streamError(id uint32, code ErrCode, reason string) error {
 // endStream ends s abnormally: the owner is told (Handler.Reset) and the stream recycled.
 func (c *Conn) endStream(s *Stream, code ErrCode) {
 	s.remoteDone, s.localDone = true, true
-	c.h.Reset(s, code)
+	if s.linger == 0 { // a lingering stream's owner was done with it already
+		c.h.Reset(s, code)
+	}
 	c.release(s)
 }
 
@@ -730,6 +750,14 @@ func (c *Conn) release(s *Stream) {
 	}
 	s.released = true
 	c.unlist(s)
+	if s.linger != 0 {
+		for i, l := range c.lingering {
+			if l == s {
+				c.lingering = append(c.lingering[:i], c.lingering[i+1:]...)
+				break
+			}
+		}
+	}
 	// Request bytes the owner held and will not consume go back to the connection window.
 	c.creditConn(s.recvHeld)
 	s.recvHeld = 0

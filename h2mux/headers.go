@@ -203,6 +203,10 @@ func (c *Conn) endTrailers(s *Stream) error {
 		return c.streamError(s.id, ErrCodeProtocol, "request body length differs from content-length")
 	}
 	s.remoteDone = true
+	if s.linger != 0 {
+		c.release(s)
+		return nil
+	}
 	c.h.Trailers(s, c.fields)
 	if c.err != nil {
 		return c.err

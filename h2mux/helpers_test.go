@@ -21,6 +21,7 @@ type recorder struct {
 	reqs    []Request // copies of the request heads
 	body    []byte
 	hold    bool // answer nothing
+	early   bool // answer at the request head, before its body (a backend that does not wait)
 	consume bool // call Consumed for request bytes at once
 	pending map[*Stream][]byte
 	onData  func(p []byte)
@@ -36,7 +37,7 @@ func (r *recorder) Request(s *Stream, req *Request, end bool) {
 	cp.Fields = append([]hpack.HeaderField(nil), req.Fields...)
 	r.reqs = append(r.reqs, cp)
 	r.events = append(r.events, fmt.Sprintf("request %d %s %s end=%v", s.ID(), req.Method, req.Path, end))
-	if end {
+	if end || r.early {
 		r.answer(s)
 	}
 }

@@ -63,6 +63,10 @@ const (
 	// CANCEL and counts against the reset budget), and how long the output may sit undrained
 	// with bytes in it (a client that does not read: the connection ends).
 	DefaultStallTimeout = 30 * time.Second
+	// DefaultLingerTimeout is how long a stream whose response is complete, while its request
+	// is still arriving, is read on (its frames checked, its DATA dropped) before RST_STREAM
+	// NO_ERROR tells the client to stop (RFC 9113 §8.1).
+	DefaultLingerTimeout = time.Second
 	// DefaultSettingsTimeout is how long the client has to acknowledge Ballast's SETTINGS
 	// (RFC 9113 §6.5.3: SETTINGS_TIMEOUT).
 	DefaultSettingsTimeout = 10 * time.Second

@@ -133,15 +133,44 @@ func (c *Conn) WriteData(s *Stream, p []byte, end bool) (int, error) {
 	return n, nil
 }
 
-// localEnd marks the response of s complete. A stream whose request is still arriving is
-// reset with NO_ERROR, which tells the client to stop sending it (RFC 9113 §8.1).
+// localEnd marks the response of s complete. A stream whose request is still arriving
+// lingers for LingerTimeout: the rest of the request is read and dropped here (the connection
+// window given back, not the stream's, so the client can send at most a window's worth), and
+// what the client sends on it is still checked (trailers without END_STREAM, a window past
+// 2^31-1, a length that differs from content-length get their stream errors). A request that
+// ends meanwhile ends the stream as usual; else RST_STREAM NO_ERROR then tells the client to
+// stop sending it (RFC 9113 §8.1).
 func (c *Conn) localEnd(s *Stream) {
 	s.localDone = true
+	if !s.remoteDone && c.cfg.LingerTimeout > 0 {
+		s.linger = c.now + int64(c.cfg.LingerTimeout)
+		s.User = nil
+		c.unlist(s)
+		c.creditConn(s.recvHeld) // what the owner held and will not consume
+		s.recvHeld = 0
+		c.lingering = append(c.lingering, s)
+		return
+	}
 	if !s.remoteDone {
 		c.writeRST(s.id, ErrCodeNo)
 		s.remoteDone = true
 	}
 	c.release(s)
+}
+
+// endLingering resets the lingering streams whose time is up (NO_ERROR) and forgets the ones
+// that ended.
+func (c *Conn) endLingering(now int64) {
+	for i := 0; i < len(c.lingering); {
+		s := c.lingering[i]
+		if now < s.linger {
+			i++
+			continue
+		}
+		s.remoteDone = true
+		c.writeRST(s.id, ErrCodeNo)
+		c.release(s) // takes it off c.lingering
+	}
 }
 
 // block marks s as waiting for window or output room and lists it (once: s.listed says it

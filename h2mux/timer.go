@@ -27,6 +27,11 @@ func (c *Conn) Deadline() int64 {
 			at(s.stallSince + int64(c.cfg.StallTimeout))
 		}
 	}
+	for _, s := range c.lingering {
+		if !s.released {
+			at(s.linger)
+		}
+	}
 	if c.cfg.IdleTimeout > 0 && len(c.streams) == 0 && !c.goAwaySent {
 		at(c.idleSince + int64(c.cfg.IdleTimeout))
 	}
@@ -61,6 +66,7 @@ func (c *Conn) Tick() error {
 		c.ctr.OutputStalls.Add(1)
 		return c.fail(ErrCodeEnhanceYourCalm, "the client does not read")
 	}
+	c.endLingering(now)
 	c.stalled = c.stalled[:0]
 	for _, s := range c.blocked {
 		if s.blocked && s.stallSince != 0 && now-s.stallSince >= int64(c.cfg.StallTimeout) {
