@@ -2,6 +2,7 @@ package httpproxy
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -16,6 +17,7 @@ import (
 	"ballast/config"
 	"ballast/httpcore"
 	"ballast/sockio"
+	"ballast/tlsconf"
 	"ballast/upstream"
 )
 
@@ -175,10 +177,20 @@ func (p *Proxy) Serve(listener string, ln net.Listener) error {
 	p.mu.Unlock()
 	_, behindFront := ln.(fronted)     // the server's front terminated TLS and counted the connection
 	ln = sockio.Listener{Listener: ln} // client sockets read and written with raw calls: see sockio.IO
-	ln = headListener{ln}              // heads ended by a bare LF are taken (bareLF.go)
 	if !behindFront {
 		ln = connLimitListener{Listener: ln, core: p.core, listener: ls.name} // max_conns_per_client
 	}
+	if lc.TLS != nil && !behindFront {
+		// TLS below the head watch, which must see the plaintext: on the ciphertext it would
+		// take a "\n\n" in a ClientHello for a bare-LF head and drop the connection.
+		tc, terr := tlsconf.Build(lc.TLS)
+		if terr != nil {
+			return fmt.Errorf("httpproxy: listener %s: %w", ls.name, terr)
+		}
+		tc.NextProtos = []string{tlsconf.ALPNHTTP1} // this plane speaks HTTP/1 only
+		ln = tls.NewListener(ln, tc)
+	}
+	ln = headListener{ln} // heads ended by a bare LF are refused at once (headconn.go)
 	if ls.poller != nil {
 		ln = parkListener{Listener: ln, ls: ls} // idle keep-alive connections without a goroutine (idlepark.go)
 		srv.Handler = ls.handleAndPark
@@ -187,11 +199,7 @@ func (p *Proxy) Serve(listener string, ln net.Listener) error {
 		// idle connections hold no stacks there (fasthttp's default keeps it 10 s).
 		srv.MaxIdleWorkerDuration = parkAfter
 	}
-	if lc.TLS != nil && !behindFront {
-		err = srv.ServeTLS(ln, lc.TLS.Cert, lc.TLS.Key)
-	} else {
-		err = srv.Serve(ln)
-	}
+	err = srv.Serve(ln)
 	p.mu.Lock()
 	closed := p.closed
 	p.mu.Unlock()
