@@ -77,6 +77,14 @@ func startEngine(t testing.TB, cfg *config.Config) *testEngine { return startEng
 // startEngineWith is startEngine with setup run on the engine before it serves.
 func startEngineWith(t testing.TB, cfg *config.Config, setup func(*Engine)) *testEngine {
 	t.Helper()
+	return serveEngine(t, cfg, setup, nil)
+}
+
+// serveEngine builds the pools and an engine (setup, when set, runs on it first) and serves
+// cfg's only listener on a fresh 127.0.0.1 port: with serveTLS when set (a TLS listener),
+// else Engine.Serve.
+func serveEngine(t testing.TB, cfg *config.Config, setup func(*Engine), serveTLS func(e *Engine, name string, ln net.Listener) error) *testEngine {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -101,8 +109,14 @@ func startEngineWith(t testing.TB, cfg *config.Config, setup func(*Engine)) *tes
 	if setup != nil {
 		setup(e)
 	}
-	te := &testEngine{Engine: e, core: core, addr: ln.Addr().String(), pools: pools, done: make(chan error, 1)}
-	go func() { te.done <- e.Serve(cfg.Listeners[0].Name, ln) }()
+	te := &testEngine{Engine: e, core: core, addr: ln.Addr().String(), pools: pools, done: make(chan error, 1), tls: serveTLS != nil}
+	go func() {
+		if serveTLS != nil {
+			te.done <- serveTLS(e, cfg.Listeners[0].Name, ln)
+			return
+		}
+		te.done <- e.Serve(cfg.Listeners[0].Name, ln)
+	}()
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()

@@ -4,16 +4,9 @@ package h1
 
 import (
 	"bytes"
-	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"errors"
 	"io"
-	mbig "math/big"
 	"net"
 	"strings"
 	"syscall"
@@ -21,70 +14,15 @@ import (
 	"time"
 
 	"ballast/config"
-	"ballast/httpcore"
 	"ballast/internal/h1conformance"
-	"ballast/upstream"
+	"ballast/internal/testcert"
 )
-
-func testCert(t testing.TB) tls.Certificate {
-	t.Helper()
-	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: mbig.NewInt(1), Subject: pkix.Name{CommonName: "app.test"}, DNSNames: []string{"app.test"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &k.PublicKey, k)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: k}
-}
 
 // startTLSEngine is startEngine for a TLS listener; connections that negotiate h2 go to h2.
 func startTLSEngine(t testing.TB, cfg *config.Config, h2 func(net.Conn)) *testEngine {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.Listeners[0].Address = ln.Addr().String()
-	pools := map[string]*upstream.Pool{}
-	for _, pc := range cfg.Pools {
-		p, err := upstream.NewPool(pc.Spec(nil), nil)
-		if err != nil {
-			t.Fatalf("NewPool(%s): %v", pc.Name, err)
-		}
-		pools[pc.Name] = p
-	}
-	core := httpcore.New(nil)
-	e, err := New(core, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := core.Swap(cfg, pools); err != nil {
-		t.Fatal(err)
-	}
-	tc := &tls.Config{Certificates: []tls.Certificate{testCert(t)}, NextProtos: []string{"h2", "http/1.1"}}
-	te := &testEngine{Engine: e, core: core, addr: ln.Addr().String(), pools: pools, done: make(chan error, 1), tls: true}
-	go func() { te.done <- e.ServeTLS(cfg.Listeners[0].Name, ln, tc, h2, nil) }()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = e.Shutdown(ctx)
-		select {
-		case <-te.done:
-		case <-ctx.Done():
-		}
-		_ = ln.Close()
-		core.Close()
-		for _, p := range pools {
-			p.Close()
-		}
-	})
-	return te
+	tc := &tls.Config{Certificates: []tls.Certificate{testcert.New(t, "app.test")}, NextProtos: []string{"h2", "http/1.1"}}
+	return serveEngine(t, cfg, nil, func(e *Engine, name string, ln net.Listener) error { return e.ServeTLS(name, ln, tc, h2, nil) })
 }
 
 func dialTLS(t testing.TB, addr string, protos ...string) *tls.Conn {

@@ -4,15 +4,9 @@ package tlsconn
 
 import (
 	"bytes"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"errors"
 	"io"
-	"math/big"
 	"net"
 	"net/netip"
 	"sync/atomic"
@@ -21,24 +15,8 @@ import (
 	"time"
 
 	"ballast/evloop"
+	"ballast/internal/testcert"
 )
-
-func selfSigned(t testing.TB) tls.Certificate {
-	t.Helper()
-	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "tls.test"}, DNSNames: []string{"tls.test"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &k.PublicKey, k)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: k}
-}
 
 // echo is a TLS echo served on a shard: what it reads it writes back, keeping what the
 // client does not take in a pooled buffer and reading nothing meanwhile (backpressure).
@@ -144,7 +122,7 @@ func startServer(t *testing.T, timeout time.Duration) *server {
 		t.Fatal(err)
 	}
 	srv := &server{addr: ln.Addr().String()}
-	cfg := &tls.Config{Certificates: []tls.Certificate{selfSigned(t)}}
+	cfg := &tls.Config{Certificates: []tls.Certificate{testcert.New(t, "tls.test")}}
 	l, err := g.Listen(ln.(*net.TCPListener), func(s *evloop.Shard, fd int, _ netip.AddrPort) {
 		go func() {
 			c, err := Handshake(fd, cfg, timeout)

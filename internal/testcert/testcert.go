@@ -6,6 +6,7 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/tls"
 	"crypto/x509"
 	"encoding/pem"
 	"math/big"
@@ -16,10 +17,35 @@ import (
 	"time"
 )
 
+// New returns such a certificate (see Write) in memory, for a tls.Config.
+func New(t testing.TB, dns ...string) tls.Certificate {
+	t.Helper()
+	der, key := generate(t, 1, dns)
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
+}
+
 // Write writes dir/name.pem and dir/name.key: a self-signed ECDSA certificate for 127.0.0.1 and
 // the given DNS names, valid for an hour either side of now, usable by a server, by a client
 // (mTLS) and as its own CA, with the given serial (tests tell a reloaded certificate by it).
 func Write(t testing.TB, dir, name string, serial int64, dns ...string) (certFile, keyFile string) {
+	t.Helper()
+	der, key := generate(t, serial, dns)
+	kb, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	certFile, keyFile = filepath.Join(dir, name+".pem"), filepath.Join(dir, name+".key")
+	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return certFile, keyFile
+}
+
+// generate makes the certificate of New and Write.
+func generate(t testing.TB, serial int64, dns []string) ([]byte, *ecdsa.PrivateKey) {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -40,16 +66,5 @@ func Write(t testing.TB, dir, name string, serial int64, dns ...string) (certFil
 	if err != nil {
 		t.Fatal(err)
 	}
-	kb, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	certFile, keyFile = filepath.Join(dir, name+".pem"), filepath.Join(dir, name+".key")
-	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return certFile, keyFile
+	return der, key
 }
