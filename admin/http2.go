@@ -31,6 +31,7 @@ func (c *liveCollector) collectHTTP2(ch chan<- prometheus.Metric) {
 		{"refused_stream", h.RefusedStreams.Load()},
 		{"headers_too_large", h.HeadersTooLarge.Load()},
 		{"stall_reset", h.StallResets.Load()},
+		{"linger_reset", h.LingerResets.Load()},
 		{"conn_error", h.ConnErrors.Load()},
 		{"reset_flood", h.ResetFloods.Load()},
 		{"empty_frame_flood", h.EmptyFrameFloods.Load()},

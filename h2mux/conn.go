@@ -68,6 +68,7 @@ type Counters struct {
 	HeadersTooLarge       atomic.Uint64 // request heads answered 431 (list size or field count)
 	HeaderBytesPastLimit  atomic.Uint64 // header block bytes received after the list limit was passed
 	StallResets           atomic.Uint64 // streams reset after StallTimeout without window
+	LingerResets          atomic.Uint64 // complete responses whose request went on past LingerTimeout
 	ConnErrors            atomic.Uint64 // connections ended by a connection error (all causes)
 	ResetFloods           atomic.Uint64 // of which: reset budget spent (rapid reset, MadeYouReset)
 	EmptyFrameFloods      atomic.Uint64 // of which: empty-frame budget spent

@@ -59,6 +59,9 @@ func TestLinger(t *testing.T) {
 			if n := len(cl.r.events) - events; n != tc.calls {
 				t.Errorf("%d Handler events after the response (%q), want %d", n, cl.r.events[events:], tc.calls)
 			}
+			if want := uint64(len(tc.want)); tc.tick == DefaultLingerTimeout && cl.ctr.LingerResets.Load() != want || tc.tick != DefaultLingerTimeout && cl.ctr.LingerResets.Load() != 0 {
+				t.Errorf("LingerResets %d", cl.ctr.LingerResets.Load())
+			}
 			if cl.connCode() != -1 {
 				t.Errorf("connection error %v", cl.err)
 			}

@@ -168,6 +168,7 @@ func (c *Conn) endLingering(now int64) {
 			continue
 		}
 		s.remoteDone = true
+		c.ctr.LingerResets.Add(1)
 		c.writeRST(s.id, ErrCodeNo)
 		c.release(s) // takes it off c.lingering
 	}
