@@ -4,11 +4,13 @@ package h1
 
 import (
 	"ballast/internal/h1conformance"
+	"bufio"
 	"bytes"
 	"compress/gzip"
 	"context"
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
 	"os/exec"
 	"strings"
@@ -312,5 +314,46 @@ func TestGzipAndStreamPassThrough(t *testing.T) {
 	}
 	if got := r2.Trailer.Get("X-Trailer-One"); got != "1" {
 		t.Errorf("trailer X-Trailer-One = %q (trailers %v)", got, r2.Trailer)
+	}
+}
+
+// rawExchange writes raw bytes on a fresh connection and returns the status line.
+func rawExchange(t *testing.T, addr, raw string) string {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.WriteString(c, raw); err != nil {
+		t.Fatal(err)
+	}
+	line, err := bufio.NewReader(c).ReadString('\n')
+	if err != nil {
+		t.Fatalf("reading status: %v", err)
+	}
+	return strings.TrimSpace(line)
+}
+
+func TestMalformedRequests(t *testing.T) {
+	hb := startHTTPBin(t)
+	tp := startProxy(t, testConfig(testPool("bin", "roundrobin", hostOf(hb))))
+	tests := []struct{ name, raw, want string }{
+		{"ok", "GET /get HTTP/1.1\r\nHost: x\r\n\r\n", "HTTP/1.1 200 OK"},
+		{"garbage", "BLAH\r\n\r\n", "HTTP/1.1 400 Bad Request"},
+		{"bad header", "GET / HTTP/1.1\r\nHost: x\r\nNo colon here\r\n\r\n", "HTTP/1.1 400 Bad Request"},
+		{"CL then TE", "POST /post HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", "HTTP/1.1 400 Bad Request"},
+		{"TE then CL", "POST /post HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nContent-Length: 5\r\n\r\n0\r\n\r\n", "HTTP/1.1 400 Bad Request"},
+		{"two CL", "POST /post HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\nab", "HTTP/1.1 400 Bad Request"},
+		{"bad TE", "POST /post HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip\r\n\r\n", "HTTP/1.1 400 Bad Request"},
+		{"oversize header", "GET / HTTP/1.1\r\nHost: x\r\nX-Big: " + strings.Repeat("a", 20000) + "\r\n\r\n", "HTTP/1.1 431 Request Header Fields Too Large"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := rawExchange(t, tp.addr, tc.raw); got != tc.want {
+				t.Errorf("got %q, want %q", got, tc.want)
+			}
+		})
 	}
 }
