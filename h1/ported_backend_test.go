@@ -627,3 +627,81 @@ pools:
 		})
 	}
 }
+func TestQueue(t *testing.T) {
+	gate := make(chan struct{})
+	be := newTiny(t, gate)
+	pc := testPool("q", "leastconn", hostOf(be.Server))
+	pc.MaxConns = 1
+	pc.MaxQueue = 2
+	pc.QueueTimeout = dur(time.Minute)
+	tp := startProxy(t, testConfig(pc))
+	c := testClient()
+
+	type result struct {
+		status     int
+		retryAfter string
+		body       string
+	}
+	results := make(chan result, 4)
+	send := func(id int) {
+		req, _ := http.NewRequest("GET", tp.url("/"), nil)
+		req.Header.Set("X-Req-Id", fmt.Sprint(id))
+		resp, err := c.Do(req)
+		if err != nil {
+			results <- result{status: -1, body: err.Error()}
+			return
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		results <- result{resp.StatusCode, resp.Header.Get("Retry-After"), string(b)}
+	}
+	go send(0)
+	waitFor(t, "first request at the backend", func() bool { return be.hits.Load() == 1 })
+	for i := 1; i <= 3; i++ {
+		go send(i)
+	}
+	// Two of the three wait in the queue; the third finds it full.
+	first := <-results
+	if first.status != 503 || first.retryAfter == "" || !strings.Contains(first.body, "queue full") {
+		t.Fatalf("queue overflow: %+v, want 503 with Retry-After", first)
+	}
+	if be.hits.Load() != 1 {
+		t.Fatalf("max_conns 1 exceeded: %d requests reached the backend", be.hits.Load())
+	}
+	close(gate)
+	for i := 0; i < 3; i++ {
+		if r := <-results; r.status != 200 {
+			t.Errorf("queued request: %+v", r)
+		}
+	}
+}
+
+func TestQueueTimeout(t *testing.T) {
+	gate := make(chan struct{})
+	be := newTiny(t, gate)
+	pc := testPool("q", "roundrobin", hostOf(be.Server))
+	pc.MaxConns = 1
+	pc.MaxQueue = 5
+	pc.QueueTimeout = dur(100 * time.Millisecond)
+	tp := startProxy(t, testConfig(pc))
+	c := testClient()
+	done := make(chan int, 1)
+	go func() {
+		resp, err := c.Get(tp.url("/"))
+		if err != nil {
+			done <- -1
+			return
+		}
+		resp.Body.Close()
+		done <- resp.StatusCode
+	}()
+	waitFor(t, "first request at the backend", func() bool { return be.hits.Load() == 1 })
+	resp, body := get(t, c, "GET", tp.url("/"), nil, nil)
+	if resp.StatusCode != 503 || !strings.Contains(string(body), "timed out in the backlog queue") {
+		t.Errorf("got %d %q, want 503 queue timeout", resp.StatusCode, body)
+	}
+	close(gate)
+	if s := <-done; s != 200 {
+		t.Errorf("first request: %d", s)
+	}
+}
