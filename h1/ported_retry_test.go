@@ -3,6 +3,7 @@
 package h1
 
 import (
+	"ballast/httpcore"
 	"bufio"
 	"fmt"
 	"io"
@@ -236,4 +237,45 @@ func TestNoReplayWithCurl(t *testing.T) {
 	if n := cb.count("POST transfer=100EUR"); n != 1 {
 		t.Errorf("backend received the POST %d times, want 1", n)
 	}
+}
+
+// FuzzReplaySafety is the fasthttp plane's fuzz target for the engine's side of replay
+// safety: wherever an attempt fails (its connect, a write or read of the request and
+// response head, the body's upload, the response timeout, a malformed head), on a pooled
+// connection or a fresh one, with retries.non_idempotent or not, the failure the engine gives
+// it (writeFailure for a write or read, as attempt.failed sees it) and the Outcome it builds
+// (Sent: the attempt wrote a byte) let the core send it again (a fresh connection or another
+// backend) only when nothing was written or its method is idempotent.
+func FuzzReplaySafety(f *testing.F) {
+	f.Add("POST", uint8(0), true, true, true)
+	f.Add("GET", uint8(0), true, true, false)
+	f.Add("PATCH", uint8(1), true, false, true)
+	f.Add("DELETE", uint8(3), false, true, false)
+	f.Add("post", uint8(4), true, true, true)
+	f.Fuzz(func(t *testing.T, method string, site uint8, reused, wrote, nonIdempotent bool) {
+		a := &attempt{reused: reused, wrote: wrote}
+		var fail httpcore.Failure
+		switch site % 5 {
+		case 0:
+			fail = writeFailure(a) // send, readResponse
+		case 1:
+			fail = httpcore.Closed // uploadFailed
+		case 2:
+			fail = httpcore.Timeout // the response timer
+		case 3:
+			fail = httpcore.BadGateway // a malformed or oversized response head
+		case 4:
+			fail, a.wrote = httpcore.Connect, false // connected: nothing written yet
+		}
+		o := httpcore.Outcome{Failure: fail, Reused: a.reused, Sent: a.wrote}
+		ps := &httpcore.Pool{NonIdempotent: nonIdempotent}
+		idem := httpcore.Idempotent([]byte(method))
+		replay := o.Fresh(idem) || ps.Retryable(&o, idem, true)
+		if a.wrote && replay && !idem {
+			t.Fatalf("%s that was sent, failing as %v, would be replayed", method, fail)
+		}
+		if site%5 == 0 && !a.wrote && a.reused && fail != httpcore.Stale {
+			t.Fatalf("nothing sent on a pooled connection, yet failure %v", fail)
+		}
+	})
 }
