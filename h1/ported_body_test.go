@@ -38,8 +38,8 @@ func TestRequestBodyTimeout(t *testing.T) {
 	}))
 	t.Cleanup(be.Close)
 
-	// Longer than the second by which the old code moved the deadline on while bytes came,
-	// which is how a trickle used to escape it; the trickles last four times as long.
+	// Longer than the second by which the fasthttp plane's old code moved the deadline on while
+	// bytes came, which is how a trickle used to escape it; the trickles last four times as long.
 	const bt = 1500 * time.Millisecond
 	tests := []struct {
 		name    string
@@ -53,8 +53,8 @@ func TestRequestBodyTimeout(t *testing.T) {
 		want    int  // status
 	}{
 		{"chunked trickle", bt, "Transfer-Encoding: chunked", "", "1\r\na\r\n", 100 * time.Millisecond, 60, true, 408},
-		// fasthttp reads the first 8 KiB of a body with a length before the handler runs;
-		// sent at once, they let the request reach a backend before the trickle starts.
+		// The first 8 KiB sent at once (the fasthttp plane read them before its handler ran): a
+		// body over 64 KiB streams, so the request holds a backend while the trickle goes on.
 		{"large content-length trickle", bt, "Content-Length: 1000000", strings.Repeat("a", 8<<10), "a", 100 * time.Millisecond, 60, true, 408},
 		{"small content-length trickle", bt, "Content-Length: 1000", "", "a", 100 * time.Millisecond, 60, false, 408},
 		{"long upload that keeps moving", bt, "Content-Length: 1966080", "", strings.Repeat("u", 64<<10), 100 * time.Millisecond, 30, true, 200},
@@ -200,7 +200,7 @@ func TestEarlyResponseToUpload(t *testing.T) {
 		wantStatus int
 		wantBody   string
 	}{
-		// fasthttp reads the first 8 KiB of a body with a length before the handler runs.
+		// The first 8 KiB come with the head (the fasthttp plane read them before its handler ran).
 		{"client waits with most of a large body unsent", "/upload", 10 << 20, 8 << 10, false, 413, "too large"},
 		{"client keeps sending a large body", "/upload", 10 << 20, 10 << 20, false, 413, "too large"},
 		{"whole body sent, request pipelined behind it", "/upload", 70000, 70000, true, 413, "too large"},
@@ -209,7 +209,7 @@ func TestEarlyResponseToUpload(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := testConfig(testPool("u", "roundrobin", addr))
-			cfg.Listeners[0].IdleTimeout = dur(5 * time.Second) // the old code's failure ends sooner
+			cfg.Listeners[0].IdleTimeout = dur(5 * time.Second) // a wait for the body (a failure) ends within the test's deadlines
 			tp := startProxy(t, cfg)
 			before := refused.Load()
 			c, err := net.Dial("tcp", tp.addr)
@@ -317,8 +317,9 @@ func TestClientGoneCancelsTheAttempt(t *testing.T) {
 }
 
 // TestHeadAcrossTheWatchSlice: a backend that sends the first line of its response at once and
-// the rest of the head only after the watch slice's deadline (which bounds the wait while the
-// client is watched) is still answered within timeouts.response: the head is read again.
+// the rest of the head 2.5 watch slices later (past the fasthttp plane's per-slice wait; the
+// engine keeps the partial head in the connection's buffer) is still answered within
+// timeouts.response: the head is read again.
 func TestHeadAcrossTheWatchSlice(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
