@@ -190,6 +190,11 @@ func refusingBackend(t *testing.T) (addr string, refused *atomic.Int64) {
 // 413 (the body cannot be drained); if the whole body is already there, it is drained and a
 // request pipelined behind it is answered.
 func TestEarlyResponseToUpload(t *testing.T) {
+	t.Run("plain", func(t *testing.T) { earlyResponseToUpload(t, false) })
+	t.Run("tls", func(t *testing.T) { earlyResponseToUpload(t, true) }) // the client's records on the shard
+}
+
+func earlyResponseToUpload(t *testing.T, overTLS bool) {
 	addr, refused := refusingBackend(t)
 	tests := []struct {
 		name       string
@@ -208,14 +213,30 @@ func TestEarlyResponseToUpload(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
+			if overTLS && tc.pipelined {
+				// Not yet over TLS: the engine keeps the connection only when it has read the
+				// whole body by the time the early answer comes, and over TLS the client's last
+				// records often arrive after it (about one run in three): the connection is
+				// closed and the pipelined request lost. The fasthttp plane drains the body.
+				// What would close it: after an early answer, a discarding state that reads
+				// and drops the rest of a small body under the body timer (notes/h1port.md).
+				t.Skip("the engine does not drain an early-answered body over TLS (see the comment)")
+			}
 			cfg := testConfig(testPool("u", "roundrobin", addr))
 			cfg.Listeners[0].IdleTimeout = dur(5 * time.Second) // a wait for the body (a failure) ends within the test's deadlines
-			tp := startProxy(t, cfg)
-			before := refused.Load()
-			c, err := net.Dial("tcp", tp.addr)
-			if err != nil {
-				t.Fatal(err)
+			var tp *testProxy
+			var c net.Conn
+			if overTLS {
+				tp = startTLSEngine(t, cfg, nil)
+				c = dialTLS(t, tp.addr, "http/1.1")
+			} else {
+				tp = startProxy(t, cfg)
+				var err error
+				if c, err = net.Dial("tcp", tp.addr); err != nil {
+					t.Fatal(err)
+				}
 			}
+			before := refused.Load()
 			defer c.Close()
 			_ = c.SetDeadline(time.Now().Add(20 * time.Second))
 			msg := fmt.Sprintf("POST "+tc.path+" HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s", tc.length, strings.Repeat("b", tc.send))
