@@ -220,6 +220,8 @@ func (ex *exchange) clientEvent() {
 	switch {
 	case ex.resp.tunnel:
 		ex.tunnelEvent()
+	case ex.draining():
+		ex.drainBody()
 	case ex.bodyLen > 0 && !ex.stream && ex.a == nil && !ex.queued && ex.pending == 0:
 		ex.readSmallBody()
 	case ex.stream && !ex.reqDone && !ex.resp.started && ex.a != nil && ex.a.bc != nil && ex.a.bc.state == bcActive && ex.a.sent == len(ex.a.wire):

@@ -213,15 +213,6 @@ func earlyResponseToUpload(t *testing.T, overTLS bool) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			if overTLS && tc.pipelined {
-				// Not yet over TLS: the engine keeps the connection only when it has read the
-				// whole body by the time the early answer comes, and over TLS the client's last
-				// records often arrive after it (about one run in three): the connection is
-				// closed and the pipelined request lost. The fasthttp plane drains the body.
-				// What would close it: after an early answer, a discarding state that reads
-				// and drops the rest of a small body under the body timer (notes/h1port.md).
-				t.Skip("the engine does not drain an early-answered body over TLS (see the comment)")
-			}
 			cfg := testConfig(testPool("u", "roundrobin", addr))
 			cfg.Listeners[0].IdleTimeout = dur(5 * time.Second) // a wait for the body (a failure) ends within the test's deadlines
 			var tp *testProxy
