@@ -209,15 +209,13 @@ func (sh *shard) takeIdle(st *backendState) *backendConn {
 }
 
 // putIdle keeps bc for the next request to its backend, within keepalive.max_idle (per
-// shard: the pool's share of it) and keepalive.max_requests, for timeouts.idle.
+// shard: the pool's share of it; 0 keeps none, a new connection per request, as the
+// configuration reference says: the loader fills the default when the key is left out) and
+// keepalive.max_requests, for timeouts.idle.
 func (sh *shard) putIdle(bc *backendConn, ps *httpcore.Pool) {
 	si := &bc.st.shards[sh.id]
-	maxIdle := ps.MaxIdle
-	if maxIdle <= 0 {
-		maxIdle = config.DefaultMaxIdle
-	}
 	n := len(sh.e.shards)
-	if ps.MaxRequests > 0 && bc.served+1 >= ps.MaxRequests || len(si.conns) >= (maxIdle+n-1)/n || sh.e.stopping.Load() {
+	if ps.MaxRequests > 0 && bc.served+1 >= ps.MaxRequests || len(si.conns) >= (ps.MaxIdle+n-1)/n || sh.e.stopping.Load() {
 		bc.close()
 		return
 	}

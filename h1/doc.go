@@ -49,7 +49,12 @@
 // was valid of a response), and responses delimited by the backend's close (chunked to
 // HTTP/1.1 clients, the connection kept; delimited by our close to HTTP/1.0 clients).
 // Requests: bodies up to 64 KiB are read whole before a backend is picked, so that they can be
-// sent again; larger and chunked ones stream. Expect: 100-continue is answered by the engine
+// sent again; larger and chunked ones stream. A backend may answer before it has the whole
+// body (an early 413): the answer is passed on, also when the backend's close resets the
+// connection under a body write (early.go reads what it sent first). The rest of an HTTP/1
+// client's Content-Length body with at most 1 MiB left is then read and dropped as it comes
+// (under the body timer), and the connection serves the next request; with more left, or a
+// chunked body, it closes after the answer. Empty lines before a request line are skipped. Expect: 100-continue is answered by the engine
 // and not forwarded. Pipelined requests are served one at a time, in order. HTTP/1.0 requests
 // with a Host go to the backend as HTTP/1.1; the client's connection is kept only when it asked
 // (Connection: keep-alive) and is told so. An Upgrade request is a tunnel after the backend's

@@ -220,6 +220,8 @@ func (ex *exchange) clientEvent() {
 	switch {
 	case ex.resp.tunnel:
 		ex.tunnelEvent()
+	case ex.draining():
+		ex.drainBody()
 	case ex.bodyLen > 0 && !ex.stream && ex.a == nil && !ex.queued && ex.pending == 0:
 		ex.readSmallBody()
 	case ex.stream && !ex.reqDone && !ex.resp.started && ex.a != nil && ex.a.bc != nil && ex.a.bc.state == bcActive && ex.a.sent == len(ex.a.wire):
@@ -727,10 +729,16 @@ func (ex *exchange) frameBody(data []byte) (used int, out []byte, err error) {
 	return used, w, nil
 }
 
-// uploadFailed: the backend stopped taking the body.
+// uploadFailed: the backend stopped taking the body. It may have answered first (an early
+// 413, then its close with the rest of the body unread, which resets the connection): what
+// it sent is still readable and goes to the client (earlyResponse); the attempt fails when
+// there is nothing.
 func (ex *exchange) uploadFailed(err error) {
 	if ex.resp.started {
 		ex.c.abort() // the response is on its way: the client cannot be told
+		return
+	}
+	if ex.earlyResponse() {
 		return
 	}
 	ex.a.failed(httpcore.Closed, err)

@@ -171,9 +171,11 @@ var framingRows = []struct {
 				t.Errorf("forwarded %d requests before the body came", len(reqs))
 			}
 		}},
+	// (More than maxEarlyDrain left of the body: with less, the rest is drained instead,
+	// TestEarlyAnswerDrain.)
 	{name: "an early answer closes the connection",
 		resp: []string{"<early>HTTP/1.1 413 Payload Too Large\r\nContent-Length: 3\r\n\r\nbig"},
-		req:  "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 200000\r\n\r\n" + strings.Repeat("x", 100000),
+		req:  "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 5000000\r\n\r\n" + strings.Repeat("x", 100000),
 		want: "HTTP/1.1 413 Payload Too Large\r\nContent-Length: 3\r\nConnection: close\r\n\r\nbig"},
 	{name: "HTTP/1.0 keep-alive kept and said",
 		resp: []string{"HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\na", "HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\nb"},

@@ -15,7 +15,9 @@ import (
 // headEnd finds the end of a head in b: the offset just past its blank line, or 0 when b
 // holds no complete head yet. *from is where scanning resumes (the start of the first line
 // not yet scanned), so bytes arriving one at a time cost one pass in all. A line is ended by
-// LF; the blank line is CRLF or a bare LF (the request checks refuse the latter).
+// LF; the blank line is CRLF or a bare LF (the request checks refuse the latter). Empty
+// lines before the first line are not its end (skipEmptyLines drops them, however many, as
+// the fasthttp plane does).
 func headEnd(b []byte, from *int) int {
 	p := *from
 	for p < len(b) {
@@ -24,7 +26,7 @@ func headEnd(b []byte, from *int) int {
 			break
 		}
 		line := b[p : p+i]
-		if p > 0 && (len(line) == 0 || len(line) == 1 && line[0] == '\r') {
+		if (len(line) == 0 || len(line) == 1 && line[0] == '\r') && !afterEmptyLine(b, p) {
 			*from = 0
 			return p + i + 1
 		}
@@ -32,6 +34,13 @@ func headEnd(b []byte, from *int) int {
 	}
 	*from = p
 	return 0
+}
+
+// afterEmptyLine reports whether the line that starts at p is the first of b or follows an
+// empty one: an empty line there still precedes the request line (an empty line after a
+// non-empty one ended the head already). O(1), so that a head of empty lines costs one pass.
+func afterEmptyLine(b []byte, p int) bool {
+	return p == 0 || p == 1 || b[p-2] == '\n' || b[p-2] == '\r' && (p == 2 || b[p-3] == '\n')
 }
 
 // skipEmptyLines returns how many bytes of empty lines (CRLF or LF) precede a request line

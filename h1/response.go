@@ -205,7 +205,7 @@ func (ex *exchange) responseHead(raw []byte, r *respHead, rest []byte) {
 		}
 	}
 	closeClient := !ex.keepAlive || c.closing() || rs.out == oRaw || ex.upgrade || c.lastRequest() ||
-		!ex.bodyRead() // an early answer: the rest of the body cannot be told from a request
+		!ex.bodyRead() && !ex.mayDrain() // an early answer: the rest of the body, unless drained (early.go), cannot be told from a request
 	switch {
 	case closeClient:
 		m.conn = connClose
@@ -409,5 +409,9 @@ func (ex *exchange) finishResponse() {
 	o := httpcore.Outcome{Status: rs.status}
 	ex.ps.Release(b, time.Duration(rs.ttfb), rs.status, ex.ps.BackendFailure(&o))
 	ex.logAccess()
+	if ex.draining() && !ex.c.closing() {
+		ex.drainBody() // an early answer: the rest of the body, then the next request
+		return
+	}
 	ex.finish(ex.c.closing())
 }

@@ -160,4 +160,5 @@ var Rows = []Row{
 	{"Upgrade with a body", "POST / HTTP/1.1\r\n" + h + "Connection: Upgrade\r\nUpgrade: x\r\nContent-Length: 3\r\n\r\nabc", "400", ""},
 	{"Connection-named field stripped", "GET / HTTP/1.1\r\n" + h + "Connection: X-Secret\r\nX-Secret: 1\r\nX-Kept: 2\r\n\r\n", "200", Pub("GET / HTTP/1.1", "X-Kept: 2")},
 	{"empty line before request line", "\r\nGET /x HTTP/1.1\r\n" + h + "\r\n", "200", Pub("GET /x HTTP/1.1")},
+	{"empty lines before request line", "\r\n\n\r\nGET /x HTTP/1.1\r\n" + h + "\r\n", "200", Pub("GET /x HTTP/1.1")},
 }
