@@ -91,17 +91,14 @@ type listener struct {
 	maxHdr      int
 	maxRequests int
 	el          *evloop.Listener
-	ln          net.Listener // closed by Shutdown: new connections are refused, not queued
-	proxy       bool         // accept_proxy: every connection starts with a PROXY header
-	tls         *tlsOpts     // a TLS listener's (tls.go); nil on a plain one
-	h2c         bool         // HTTP/2 with prior knowledge is served besides HTTP/1.1
-	h2tls       bool         // a TLS listener's ALPN h2 connections are served on the shards
-	h2          h2mux.Config // the Conn settings of its HTTP/2 connections
-	// http1 serves the HTTP/1.1 connections of an h2c listener elsewhere (ServeH2C); nil:
-	// the engine serves them.
-	http1   func(c net.Conn, prefix []byte, counted bool)
-	refused atomic.Uint64  // connections refused for their PROXY header (or its sender)
-	views   []listenerView // by shard: the core's view of the listener, per table
+	ln          net.Listener   // closed by Shutdown: new connections are refused, not queued
+	proxy       bool           // accept_proxy: every connection starts with a PROXY header
+	tls         *tlsOpts       // a TLS listener's (tls.go); nil on a plain one
+	h2c         bool           // HTTP/2 with prior knowledge is served besides HTTP/1.1
+	h2tls       bool           // a TLS listener's ALPN h2 connections are served on the shards
+	h2          h2mux.Config   // the Conn settings of its HTTP/2 connections
+	refused     atomic.Uint64  // connections refused for their PROXY header (or its sender)
+	views       []listenerView // by shard: the core's view of the listener, per table
 }
 
 // listenerView caches the core's Listener for one table, on one shard.
@@ -250,16 +247,10 @@ func (e *Engine) Stats() Stats {
 
 // Serve serves ln as the configured listener named listener until Shutdown (or until ln's
 // owner closes it), then returns nil. ln must lend its descriptor (syscall.Conn): the shards
-// accept from it with raw accept4(2).
-func (e *Engine) Serve(name string, ln net.Listener) error { return e.serve(name, ln, nil, nil) }
-
-// ServeH2C serves ln, an h2c listener, as Serve does, but hands the connections that speak
-// HTTP/1.1 to http1 (in a goroutine of its own) with the bytes read from them (prefix) and
-// whether they are counted against max_conns_per_client (the receiver gives the place back
-// when it closes them); the HTTP/2 ones stay on the shards.
-func (e *Engine) ServeH2C(name string, ln net.Listener, http1 func(c net.Conn, prefix []byte, counted bool)) error {
-	return e.serve(name, ln, nil, http1)
-}
+// accept from it with raw accept4(2). On an h2c listener (SetHTTP2 first) a connection's
+// first bytes decide: the HTTP/2 client preface makes it an HTTP/2 connection, a request line
+// an HTTP/1.1 one, both served on the shard that accepted it.
+func (e *Engine) Serve(name string, ln net.Listener) error { return e.serve(name, ln, nil) }
 
 // ServeTLS serves ln as the TLS listener named listener: handshakes with cfg (whose
 // GetConfigForClient may change the certificates while serving), HTTP/1.1 on the shards, and
@@ -267,10 +258,10 @@ func (e *Engine) ServeH2C(name string, ln net.Listener, http1 func(c net.Conn, p
 // not nil, hears +1 when a handshake starts and -1 when it failed or its connection was
 // handed on (to a shard or to h2).
 func (e *Engine) ServeTLS(name string, ln net.Listener, cfg *tls.Config, h2 func(net.Conn), busy func(delta int)) error {
-	return e.serve(name, ln, &tlsOpts{cfg: cfg, h2: h2, busy: busy}, nil)
+	return e.serve(name, ln, &tlsOpts{cfg: cfg, h2: h2, busy: busy})
 }
 
-func (e *Engine) serve(name string, ln net.Listener, tlsOpt *tlsOpts, http1 func(net.Conn, []byte, bool)) error {
+func (e *Engine) serve(name string, ln net.Listener, tlsOpt *tlsOpts) error {
 	var lc *config.Listener
 	if t := e.core.Table(); t != nil {
 		if cl := t.Listener(name); cl != nil {
@@ -306,7 +297,7 @@ func (e *Engine) serve(name string, ln net.Listener, tlsOpt *tlsOpts, http1 func
 			e.mu.Unlock()
 			return fmt.Errorf("h1: listener %q is h2c and the engine has no HTTP/2 settings", name)
 		}
-		l.h2c, l.h2, l.http1 = true, e.h2config(lc), http1
+		l.h2c, l.h2 = true, e.h2config(lc)
 	}
 	if tlsOpt != nil && e.h2config != nil {
 		l.h2tls, l.h2 = true, e.h2config(lc)

@@ -15,7 +15,8 @@ import (
 // headEnd finds the end of a head in b: the offset just past its blank line, or 0 when b
 // holds no complete head yet. *from is where scanning resumes (the start of the first line
 // not yet scanned), so bytes arriving one at a time cost one pass in all. A line is ended by
-// LF; the blank line is CRLF or a bare LF (the request checks refuse the latter).
+// LF; the blank line is CRLF or a bare LF (the request checks refuse the latter). Empty lines
+// before the first line are not a blank line (RFC 9112 §2.2: a server ignores them).
 func headEnd(b []byte, from *int) int {
 	p := *from
 	for p < len(b) {
@@ -24,7 +25,7 @@ func headEnd(b []byte, from *int) int {
 			break
 		}
 		line := b[p : p+i]
-		if p > 0 && (len(line) == 0 || len(line) == 1 && line[0] == '\r') {
+		if p > 0 && (len(line) == 0 || len(line) == 1 && line[0] == '\r') && skipEmptyLines(b[:p]) < p {
 			*from = 0
 			return p + i + 1
 		}
