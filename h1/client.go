@@ -256,6 +256,10 @@ func (c *clientConn) readProxy() bool {
 					return false
 				}
 				c.counted = counted
+				if c.l.tls != nil { // a TLS listener: the handshake follows the header (tls.go)
+					c.toHandshake()
+					return false
+				}
 				return true
 			case !errors.Is(err, proxyproto.ErrIncomplete) || len(c.in) >= proxyproto.MaxHeaderLen:
 				c.l.refused.Add(1)

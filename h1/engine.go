@@ -354,14 +354,9 @@ func (l *listener) accept(s *evloop.Shard, fd int, peer netip.AddrPort) {
 		_, _, _ = syscall.RawSyscall(syscall.SYS_CLOSE, uintptr(fd), 0, 0)
 		return
 	}
-	if l.tls != nil {
-		if l.e.handshakes.Add(1) > l.e.maxHandshakes.Load() {
-			l.e.handshakes.Add(-1)
-			sh.st.tlsRefused.Add(1)
-			l.dropFD(fd, peer, counted)
-			return
-		}
-		go l.handshake(s, fd, peer, counted) // back on this shard once handshaken (tls.go)
+	if l.tls != nil && !l.proxy { // behind a PROXY header the handshake follows it (tls.go)
+		sh.st.accepted.Add(1)
+		l.startHandshake(sh, &tlsPending{fd: fd, peer: peer, counted: counted, timeout: time.Duration(l.readHdr)})
 		return
 	}
 	c := sh.newClient()
@@ -371,13 +366,14 @@ func (l *listener) accept(s *evloop.Shard, fd int, peer netip.AddrPort) {
 		sh.freeClient(c)
 		return
 	}
+	sh.st.accepted.Add(1)
 	c.start()
 }
 
-// start serves a connection just registered with its shard.
+// start serves a connection just registered with its shard (counted in Stats.Accepted by
+// the caller, once however many times the connection comes to the shard).
 func (c *clientConn) start() {
 	sh := c.sh
-	sh.st.accepted.Add(1)
 	sh.st.conns.Add(1)
 	sh.link(c)
 	c.since = sh.now

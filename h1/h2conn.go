@@ -75,7 +75,6 @@ func (c *clientConn) startH2(data []byte, fresh bool) {
 // handshake.
 func (c *clientConn) startTLSH2() {
 	sh := c.sh
-	sh.st.accepted.Add(1)
 	sh.st.conns.Add(1)
 	sh.link(c)
 	c.since = sh.now

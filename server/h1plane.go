@@ -11,12 +11,13 @@ import (
 )
 
 // Plain-HTTP listeners, h2c listeners (HTTP/2 with prior knowledge and HTTP/1.1 on the
-// shards, the first bytes deciding) and TLS listeners (HTTP/1.1 and ALPN h2 on the shards)
-// are served by the event-loop engine (package h1); the fasthttp plane (package httpproxy)
-// serves the rest: TLS listeners with accept_proxy, and every listener of a configuration
-// that compresses responses or reaches backends over TLS or HTTP/2, which the engine does not
-// do yet (their h2c listeners stay on the sniffing front, HTTP/2 on h2proxy). Both serve from
-// the same HTTP core (routes, policy, the access log, counters).
+// shards, the first bytes deciding) and TLS listeners (HTTP/1.1 and ALPN h2 on the shards;
+// with accept_proxy the PROXY header read on the shard before the handshake) are served by
+// the event-loop engine (package h1); the fasthttp plane (package httpproxy) serves every
+// listener of a configuration that compresses responses or reaches backends over TLS or
+// HTTP/2, which the engine does not do yet (their TLS and h2c listeners stay on the fronts,
+// HTTP/2 on h2proxy). Both serve from the same HTTP core (routes, policy, the access log,
+// counters).
 // engineServes is the one place the choice is made; off Linux the engine does not exist and
 // fasthttp serves everything.
 
@@ -37,8 +38,7 @@ func engineServes(cfg *config.Config, name string) bool {
 	}
 	for _, l := range cfg.Listeners {
 		if l.Name == name {
-			// A PROXY header before a TLS handshake stays with the front and fasthttp.
-			return !(l.TLS != nil && (l.AcceptProxy || l.H2C))
+			return true
 		}
 	}
 	return false
