@@ -4,6 +4,7 @@ package server
 
 import (
 	"bufio"
+	"context"
 	"crypto/tls"
 	"encoding/json"
 	"fmt"
@@ -15,8 +16,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"golang.org/x/net/http2"
 
 	"ballast/internal/testcert"
 )
@@ -58,13 +57,12 @@ admin: {address: "127.0.0.1:0"}
 		}
 		var resp *http.Response
 		if proto == "h2" {
-			cc, err := (&http2.Transport{}).NewClientConn(c)
-			if err != nil {
-				t.Fatal(err)
-			}
-			req, _ := http.NewRequest("GET", "https://app.test/"+proto, nil)
-			if resp, err = cc.RoundTrip(req); err != nil {
+			tr := &http.Transport{ForceAttemptHTTP2: true, DialTLSContext: func(context.Context, string, string) (net.Conn, error) { return c, nil }}
+			if resp, err = (&http.Client{Transport: tr, Timeout: 10 * time.Second}).Get("https://app.test/h2"); err != nil {
 				t.Fatalf("h2: %v", err)
+			}
+			if resp.ProtoMajor != 2 {
+				t.Fatalf("h2: the response came over %s", resp.Proto)
 			}
 		} else {
 			io.WriteString(c, "GET /http1 HTTP/1.1\r\nHost: app.test\r\n\r\n")
