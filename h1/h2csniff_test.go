@@ -3,6 +3,7 @@
 package h1
 
 import (
+	"bytes"
 	"io"
 	"net"
 	"strings"
@@ -11,6 +12,9 @@ import (
 
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
+
+	"ballast/internal/h1conformance"
+	"ballast/upstream"
 )
 
 // TestH2CSniffRaw: on an h2c listener the engine tells HTTP/1.1 from HTTP/2 by the first
@@ -113,4 +117,34 @@ func TestH2CPrefaceInPieces(t *testing.T) {
 	if n := ctr.Streams.Load(); n != 1 {
 		t.Errorf("%d streams counted, want 1", n)
 	}
+}
+
+// FuzzH2CRequestHead is FuzzRequestHead on an h2c listener: whatever does not open with the
+// whole HTTP/2 preface is HTTP/1.1 (or closed), and keeps the invariant of the request path
+// (h1conformance.CheckForwarded); the sniffing never forwards what a strict reading would not.
+func FuzzH2CRequestHead(f *testing.F) {
+	h1conformance.AddSeeds(f)
+	for _, s := range []string{"PRI * HTTP/1.1\r\nHost: a\r\n\r\n", "PRI * HTTP/2.0\r\n\r\nXX\r\n\r\n", "\r\n\r\nGET / HTTP/1.1\r\nHost: a\r\n\r\n", "PUT / HTTP/1.1\r\nHost: a\r\nContent-Length: 1\r\n\r\nx"} {
+		f.Add([]byte(s))
+	}
+	tp, _ := h2cEngine(f, testConfig(testPool("p", "roundrobin", h1conformance.NewRawBackend(f).Addr())), nil)
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		if bytes.HasPrefix(raw, []byte(http2.ClientPreface)) {
+			t.Skip("HTTP/2: TestH2CRequests and h2spec's domain")
+		}
+		rb := h1conformance.NewRawBackend(t)
+		cfg := testConfig(testPool("p", "roundrobin", rb.Addr()))
+		cfg.Listeners[0].Address, cfg.Listeners[0].H2C = tp.addr, true
+		pool, err := upstream.NewPool(cfg.Pools[0].Spec(nil), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(pool.Close)
+		if err := tp.Swap(cfg, map[string]*upstream.Pool{"p": pool}); err != nil {
+			t.Fatal(err)
+		}
+		out := h1conformance.Exchange(t, tp.addr, raw)
+		got, fwd := rb.Take(t)
+		h1conformance.CheckForwarded(t, raw, out, got, fwd)
+	})
 }
