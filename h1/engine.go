@@ -236,7 +236,8 @@ func (e *Engine) Serve(name string, ln net.Listener) error { return e.serve(name
 // GetConfigForClient may change the certificates while serving), HTTP/1.1 on the shards, and
 // the connections that negotiate h2 by ALPN handed to h2 (closed when h2 is nil). busy, when
 // not nil, hears +1 when a handshake starts and -1 when it failed or its connection was
-// handed on (to a shard or to h2).
+// handed on (to a shard or to h2). On an accept_proxy listener the PROXY header is read on
+// the shard first, and the handshake follows it.
 func (e *Engine) ServeTLS(name string, ln net.Listener, cfg *tls.Config, h2 func(net.Conn), busy func(delta int)) error {
 	return e.serve(name, ln, &tlsOpts{cfg: cfg, h2: h2, busy: busy})
 }
