@@ -246,6 +246,9 @@ func (c *liveCollector) Describe(ch chan<- *prometheus.Desc) {
 	}
 	ch <- dH2Streams
 	ch <- dH2Events
+	for _, d := range http1Descs {
+		ch <- d
+	}
 	for _, d := range []*prometheus.Desc{dHAState, dHAPriority, dHAMasterPrio, dHASent, dHAReceived, dHAErrors, dHATransitions, dHAMasters, dHAARP, dHAFlowsSent, dHAFlowsDropped, dHAFlowsRecv, dHAFlowsInst} {
 		ch <- d
 	}
@@ -256,6 +259,7 @@ func (c *liveCollector) Collect(ch chan<- prometheus.Metric) {
 	c.collectHA(ch)
 	c.collectBGP(ch)
 	c.collectHTTP2(ch)
+	c.collectHTTP1(ch)
 	st := c.p.cur.Load()
 	if st == nil {
 		return

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"ballast/config"
+	"ballast/h1"
 	"ballast/h2mux"
 	"ballast/health"
 	"ballast/upstream"
@@ -45,10 +46,11 @@ type Plane struct {
 	Health    *health.Monitor
 	metrics   *metrics
 	counters  atomic.Pointer[[]Counters]
-	directors atomic.Pointer[Directors]      // ShowDirectors; nil without a director plane
-	ha        atomic.Pointer[HA]             // ShowHA (admin/ha.go)
-	bgp       atomic.Pointer[BGP]            // ShowBGP (admin/bgp.go)
-	h2        atomic.Pointer[h2mux.Counters] // CountHTTP2 (admin/http2.go)
+	directors atomic.Pointer[Directors]       // ShowDirectors; nil without a director plane
+	ha        atomic.Pointer[HA]              // ShowHA (admin/ha.go)
+	bgp       atomic.Pointer[BGP]             // ShowBGP (admin/bgp.go)
+	h2        atomic.Pointer[h2mux.Counters]  // CountHTTP2 (admin/http2.go)
+	h1        atomic.Pointer[func() h1.Stats] // CountHTTP1 (admin/http1.go)
 	listeners atomic.Pointer[[]ListenerCounters]
 	conns     atomic.Pointer[[]ConnCounters]
 	ds        discoveryState // ShowDiscovery, ShowFleet (discovery.go, fleet.go)

@@ -162,7 +162,8 @@ func (c *clientConn) serve() {
 			return
 		}
 		if len(c.in) > 0 {
-			if end := headEnd(c.in, &c.scan); end > 0 {
+			// An h2c connection still undecided (the start of the preface) has no head yet.
+			if end := headEnd(c.in, &c.scan); end > 0 && c.decided() {
 				if end > c.l.maxHdr {
 					c.refuse(headTooLarge)
 					return
@@ -209,7 +210,7 @@ func (c *clientConn) serve() {
 			return
 		}
 		c.scan = 0
-		if end := headEnd(data, &c.scan); end > 0 {
+		if end := headEnd(data, &c.scan); end > 0 && c.decided() {
 			if end > c.l.maxHdr {
 				c.refuse(headTooLarge)
 				return
@@ -255,6 +256,10 @@ func (c *clientConn) readProxy() bool {
 					return false
 				}
 				c.counted = counted
+				if c.l.tls != nil { // a TLS listener: the handshake follows the header (tls.go)
+					c.toHandshake()
+					return false
+				}
 				return true
 			case !errors.Is(err, proxyproto.ErrIncomplete) || len(c.in) >= proxyproto.MaxHeaderLen:
 				c.l.refused.Add(1)

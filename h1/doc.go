@@ -1,22 +1,30 @@
-// Package h1 is Ballast's event-loop HTTP/1.1 engine: plain-HTTP and TLS listeners served from the
+// Package h1 is Ballast's event-loop HTTP/1.1 engine: plain-HTTP, h2c and TLS listeners served from the
 // shards of an evloop.Group, one per P, where every connection of a request (the client's and
 // the backend's) lives on the shard that accepted the client, and a ready connection is read,
 // its request parsed, routed, balanced and forwarded, and the response passed back, on that
 // shard's goroutine without a hand-off.
 //
 // API: New builds an Engine over an httpcore.Core (before the core's first Swap: the engine
-// attaches its per-backend state through it, and reloads reach it the same way); Serve serves
-// one socket as the configured listener of that name, ServeTLS a TLS one (it must lend its descriptor: the shards
-// accept from it with raw accept4); Shutdown stops accepting, closes idle connections and
-// waits for the requests in flight; Stats reports what the engine counts (responses by class,
-// retries and hedges are the core's). Package server serves every plain-HTTP and TLS listener
-// with it (server/h1plane.go says which stay on the fasthttp plane).
+// attaches its per-backend state through it, and reloads reach it the same way); SetHTTP2
+// gives it HTTP/2's settings and counters; Serve serves one socket as the configured listener
+// of that name (an h2c one too: the first bytes tell HTTP/2 from HTTP/1.1), ServeTLS a TLS one
+// (it must lend its descriptor: the shards accept from it with raw accept4); Shutdown stops
+// accepting, closes idle connections and waits for the requests in flight; Stats reports what
+// the engine counts (responses by class, retries and hedges are the core's; package admin
+// shows Stats on /metrics). Package server serves every listener with it (server/h1plane.go
+// says which configurations stay on the fasthttp plane).
 //
 // # A request's path
 //
 // On an accept_proxy listener the connection's first bytes are its PROXY header (v1 or v2,
 // proxyproto.Parse over what arrived, within read_header_timeout of the accept; a peer outside
-// trusted_proxies is closed at accept); its client becomes the connection's peer.
+// trusted_proxies is closed at accept); its client becomes the connection's peer, and is
+// then counted against max_conns_per_client. On a TLS listener the handshake follows (below).
+//
+// On an h2c listener the first bytes decide (sniff, in h2conn.go): the whole client preface
+// makes the connection an HTTP/2 one on the shard, an HTTP/1 request line (empty lines before
+// it skipped) an HTTP/1.1 one, served as on a plain listener with those bytes as its first
+// input; anything else is closed without an answer.
 //
 // The client's socket is readable: the shard reads into its shared buffer. headEnd finds the
 // end of the head (resuming where it stopped, so a head arriving a byte at a time costs one
@@ -96,12 +104,15 @@
 // on the shard and written by a goroutine per shard, never on the shard itself. Nothing on a
 // shard blocks: no DNS, no disk, no TLS handshake.
 //
-// TLS listeners (ServeTLS, tls.go): the accepting shard admits the connection, a goroutine
-// runs the handshake (package evloop/tlsconn, within read_header_timeout), a connection that
-// negotiated h2 by ALPN goes to the HTTP/2 server given, and the others come back to their
-// shard, whose reads and writes then go through crypto/tls (clientConn's Read, Write, Writev,
-// ShutdownWrite keep the socket's contract). Compression and backends reached over TLS or
-// HTTP/2 stay on the fasthttp plane for now.
+// TLS listeners (ServeTLS, tls.go): the accepting shard admits the connection (with
+// accept_proxy, once its PROXY header is read on the shard), a goroutine runs the handshake
+// (package evloop/tlsconn, within read_header_timeout of the accept, crypto/tls reading first
+// whatever came after the PROXY header; at most maxHandshakes at once, more closed at once and
+// counted in Stats.TLSRefused), and the connection comes back to its shard, whose reads and
+// writes then go through crypto/tls (clientConn's Read, Write, Writev, ShutdownWrite keep the
+// socket's contract): HTTP/1.1 as on a plain listener, h2 by ALPN as on an h2c one (to the
+// HTTP/2 server given, blocking, when the engine has no HTTP/2 settings). Compression and
+// backends reached over TLS or HTTP/2 stay on the fasthttp plane for now.
 //
 // A client that closes its side while its request waits for the response head (gone.go) gets
 // one second to be answered (it may only have half-closed), then the exchange is abandoned.

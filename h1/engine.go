@@ -91,17 +91,14 @@ type listener struct {
 	maxHdr      int
 	maxRequests int
 	el          *evloop.Listener
-	ln          net.Listener // closed by Shutdown: new connections are refused, not queued
-	proxy       bool         // accept_proxy: every connection starts with a PROXY header
-	tls         *tlsOpts     // a TLS listener's (tls.go); nil on a plain one
-	h2c         bool         // HTTP/2 with prior knowledge is served besides HTTP/1.1
-	h2tls       bool         // a TLS listener's ALPN h2 connections are served on the shards
-	h2          h2mux.Config // the Conn settings of its HTTP/2 connections
-	// http1 serves the HTTP/1.1 connections of an h2c listener elsewhere (ServeH2C); nil:
-	// the engine serves them.
-	http1   func(c net.Conn, prefix []byte, counted bool)
-	refused atomic.Uint64  // connections refused for their PROXY header (or its sender)
-	views   []listenerView // by shard: the core's view of the listener, per table
+	ln          net.Listener   // closed by Shutdown: new connections are refused, not queued
+	proxy       bool           // accept_proxy: every connection starts with a PROXY header
+	tls         *tlsOpts       // a TLS listener's (tls.go); nil on a plain one
+	h2c         bool           // HTTP/2 with prior knowledge is served besides HTTP/1.1
+	h2tls       bool           // a TLS listener's ALPN h2 connections are served on the shards
+	h2          h2mux.Config   // the Conn settings of its HTTP/2 connections
+	refused     atomic.Uint64  // connections refused for their PROXY header (or its sender)
+	views       []listenerView // by shard: the core's view of the listener, per table
 }
 
 // listenerView caches the core's Listener for one table, on one shard.
@@ -163,26 +160,6 @@ type shardStats struct {
 	backendConns, connects, connectFailures atomic.Int64
 	active, queued, tunnels                 atomic.Int64
 	_                                       [64]byte
-}
-
-// Stats are the engine's counters, summed over its shards.
-type Stats struct {
-	Conns, Accepted, Requests int64 // open client connections; accepted; requests read
-	Refused                   int64 // request heads answered 4xx/5xx by the engine's checks
-	ConnsRefused              int64 // connections closed at accept for max_conns_per_client
-	HeaderTimeouts            int64 // connections closed for read_header_timeout
-	IdleTimeouts              int64 // idle keep-alive connections closed for idle_timeout
-	BodyTimeouts              int64 // requests whose body was too slow (408)
-	WriteTimeouts             int64 // clients that did not read their response for idle_timeout
-	TLSFailures               int64 // TLS handshakes that failed or timed out (read_header_timeout)
-	TLSRefused                int64 // connections closed at accept: maxHandshakes were in progress
-	BackendConns              int64 // open backend connections (in use or idle)
-	Connects, ConnectFailures int64
-	Active                    int64 // requests in flight (reading the body up to the response's end)
-	Queued                    int64 // requests that waited in a backlog
-	Tunnels                   int64 // open Upgrade tunnels
-	AcceptFailures            int64 // accepts refused for want of descriptors
-	LogDropped                int64 // access-log lines lost to a writer that fell behind
 }
 
 // maxFree bounds each shard's free lists: records beyond go to the collector.
@@ -250,27 +227,22 @@ func (e *Engine) Stats() Stats {
 
 // Serve serves ln as the configured listener named listener until Shutdown (or until ln's
 // owner closes it), then returns nil. ln must lend its descriptor (syscall.Conn): the shards
-// accept from it with raw accept4(2).
-func (e *Engine) Serve(name string, ln net.Listener) error { return e.serve(name, ln, nil, nil) }
-
-// ServeH2C serves ln, an h2c listener, as Serve does, but hands the connections that speak
-// HTTP/1.1 to http1 (in a goroutine of its own) with the bytes read from them (prefix) and
-// whether they are counted against max_conns_per_client (the receiver gives the place back
-// when it closes them); the HTTP/2 ones stay on the shards.
-func (e *Engine) ServeH2C(name string, ln net.Listener, http1 func(c net.Conn, prefix []byte, counted bool)) error {
-	return e.serve(name, ln, nil, http1)
-}
+// accept from it with raw accept4(2). On an h2c listener (SetHTTP2 first) a connection's
+// first bytes decide: the HTTP/2 client preface makes it an HTTP/2 connection, a request line
+// an HTTP/1.1 one, both served on the shard that accepted it.
+func (e *Engine) Serve(name string, ln net.Listener) error { return e.serve(name, ln, nil) }
 
 // ServeTLS serves ln as the TLS listener named listener: handshakes with cfg (whose
 // GetConfigForClient may change the certificates while serving), HTTP/1.1 on the shards, and
 // the connections that negotiate h2 by ALPN handed to h2 (closed when h2 is nil). busy, when
 // not nil, hears +1 when a handshake starts and -1 when it failed or its connection was
-// handed on (to a shard or to h2).
+// handed on (to a shard or to h2). On an accept_proxy listener the PROXY header is read on
+// the shard first, and the handshake follows it.
 func (e *Engine) ServeTLS(name string, ln net.Listener, cfg *tls.Config, h2 func(net.Conn), busy func(delta int)) error {
-	return e.serve(name, ln, &tlsOpts{cfg: cfg, h2: h2, busy: busy}, nil)
+	return e.serve(name, ln, &tlsOpts{cfg: cfg, h2: h2, busy: busy})
 }
 
-func (e *Engine) serve(name string, ln net.Listener, tlsOpt *tlsOpts, http1 func(net.Conn, []byte, bool)) error {
+func (e *Engine) serve(name string, ln net.Listener, tlsOpt *tlsOpts) error {
 	var lc *config.Listener
 	if t := e.core.Table(); t != nil {
 		if cl := t.Listener(name); cl != nil {
@@ -306,7 +278,7 @@ func (e *Engine) serve(name string, ln net.Listener, tlsOpt *tlsOpts, http1 func
 			e.mu.Unlock()
 			return fmt.Errorf("h1: listener %q is h2c and the engine has no HTTP/2 settings", name)
 		}
-		l.h2c, l.h2, l.http1 = true, e.h2config(lc), http1
+		l.h2c, l.h2 = true, e.h2config(lc)
 	}
 	if tlsOpt != nil && e.h2config != nil {
 		l.h2tls, l.h2 = true, e.h2config(lc)
@@ -363,14 +335,9 @@ func (l *listener) accept(s *evloop.Shard, fd int, peer netip.AddrPort) {
 		_, _, _ = syscall.RawSyscall(syscall.SYS_CLOSE, uintptr(fd), 0, 0)
 		return
 	}
-	if l.tls != nil {
-		if l.e.handshakes.Add(1) > l.e.maxHandshakes.Load() {
-			l.e.handshakes.Add(-1)
-			sh.st.tlsRefused.Add(1)
-			l.dropFD(fd, peer, counted)
-			return
-		}
-		go l.handshake(s, fd, peer, counted) // back on this shard once handshaken (tls.go)
+	if l.tls != nil && !l.proxy { // behind a PROXY header the handshake follows it (tls.go)
+		sh.st.accepted.Add(1)
+		l.startHandshake(sh, &tlsPending{fd: fd, peer: peer, counted: counted, timeout: time.Duration(l.readHdr)})
 		return
 	}
 	c := sh.newClient()
@@ -380,13 +347,14 @@ func (l *listener) accept(s *evloop.Shard, fd int, peer netip.AddrPort) {
 		sh.freeClient(c)
 		return
 	}
+	sh.st.accepted.Add(1)
 	c.start()
 }
 
-// start serves a connection just registered with its shard.
+// start serves a connection just registered with its shard (counted in Stats.Accepted by
+// the caller, once however many times the connection comes to the shard).
 func (c *clientConn) start() {
 	sh := c.sh
-	sh.st.accepted.Add(1)
 	sh.st.conns.Add(1)
 	sh.link(c)
 	c.since = sh.now

@@ -30,3 +30,4 @@ func (e *Engine) ServeTLS(name string, ln net.Listener, cfg *tls.Config, h2 func
 func (e *Engine) Shutdown(ctx context.Context) error      { return nil }
 func (e *Engine) SetProxyTrust(t proxyproto.Trust)        {}
 func (e *Engine) ProxyRefused(name string) (uint64, bool) { return 0, false }
+func (e *Engine) Stats() Stats                            { return Stats{} }

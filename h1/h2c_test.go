@@ -24,7 +24,7 @@ import (
 
 // h2cEngine serves cfg's listener as an h2c one (HTTP/2 with prior knowledge beside HTTP/1.1)
 // with the Conn settings mux gives; it returns the engine and the counters its Conns add to.
-func h2cEngine(t *testing.T, cfg *config.Config, mux func(*h2mux.Config)) (*testEngine, *h2mux.Counters) {
+func h2cEngine(t testing.TB, cfg *config.Config, mux func(*h2mux.Config)) (*testEngine, *h2mux.Counters) {
 	t.Helper()
 	cfg.Listeners[0].H2C = true
 	ctr := new(h2mux.Counters)

@@ -4,8 +4,6 @@ package h1
 
 import (
 	"bytes"
-	"net"
-	"os"
 
 	"golang.org/x/net/http2/hpack"
 
@@ -77,7 +75,6 @@ func (c *clientConn) startH2(data []byte, fresh bool) {
 // handshake.
 func (c *clientConn) startTLSH2() {
 	sh := c.sh
-	sh.st.accepted.Add(1)
 	sh.st.conns.Add(1)
 	sh.link(c)
 	c.since = sh.now
@@ -316,15 +313,16 @@ func (sh *shard) runH2() {
 const clientPreface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 
 // sniff decides what a connection of an h2c listener speaks from its first bytes, data (the
-// shard's buffer when fresh, else c.in): the client preface makes it HTTP/2 on the shard
-// (enough of it to tell it from an HTTP/1.1 method: "PRI "), anything else HTTP/1.1, handed
-// to the listener's HTTP/1.1 server when it has one (Engine.ServeH2C) or served here. It
-// reports whether the connection was taken; false with c.sniffed unset: not enough bytes yet.
+// shard's buffer when fresh, else c.in): the whole client preface makes it HTTP/2 on the
+// shard (its first 18 bytes are also an HTTP/1 head, "PRI * HTTP/2.0"), a request line
+// HTTP/1.1, served here as on a plain listener, the bytes already read its first input. It
+// reports whether the connection was taken (HTTP/2, or closed); false: HTTP/1.1 (c.sniffed
+// set) or not enough bytes yet (c.sniffed unset: decided is false, no head is read).
 func (c *clientConn) sniff(data []byte, fresh bool) bool {
 	n := min(len(data), len(clientPreface))
 	if string(data[:n]) == clientPreface[:n] {
-		if n < 4 {
-			return false
+		if n < len(clientPreface) {
+			return false // the whole preface, or an HTTP/1 request whose line starts "PRI * HTTP/"
 		}
 		c.sniffed = true
 		c.startH2(data, fresh)
@@ -342,37 +340,9 @@ func (c *clientConn) sniff(data []byte, fresh bool) bool {
 		return true
 	}
 	c.sniffed = true
-	if c.l.http1 == nil {
-		return false
-	}
-	c.handOff(data, fresh)
-	return true
+	return false
 }
 
-// handOff gives an HTTP/1.1 connection of an h2c listener, and the bytes read from it, to the
-// listener's HTTP/1.1 server: its descriptor leaves the shard, and its place in
-// max_conns_per_client goes with it (counted).
-func (c *clientConn) handOff(data []byte, fresh bool) {
-	sh, l := c.sh, c.l
-	prefix := append([]byte(nil), data...)
-	if !fresh {
-		c.releaseIn()
-	}
-	c.in = nil
-	counted, peer := c.counted, c.peer
-	c.Shard().Stop(&c.timer)
-	fd := c.Detach()
-	sh.unlink(c)
-	sh.st.conns.Add(-1)
-	sh.freeClient(c)
-	f := os.NewFile(uintptr(fd), "h2c-http1")
-	nc, err := net.FileConn(f) // a duplicate, in the runtime's poller
-	_ = f.Close()
-	if err != nil {
-		if counted {
-			sh.e.core.ReleaseConn(l.name, peer.Addr().Unmap())
-		}
-		return
-	}
-	go l.http1(nc, prefix, counted)
-}
+// decided reports whether the connection's protocol is known: always on a listener without
+// h2c; on an h2c one once sniff has seen the preface or a request line.
+func (c *clientConn) decided() bool { return !c.l.h2c || c.sniffed }

@@ -16,6 +16,10 @@ import (
 
 // TLS listeners: the shard that accepts a connection admits it (max_conns_per_client) and
 // hands its descriptor to a goroutine for the handshake (package tlsconn), bounded by
+// read_header_timeout. With accept_proxy the shard first reads the PROXY header as on a plain
+// listener (clientConn.readProxy: trusted peers only, within read_header_timeout of the
+// accept, the header's client admitted), then hands the descriptor on with the bytes that
+// came after the header, which crypto/tls reads first; the handshake gets what is left of
 // read_header_timeout. Every connection comes back to the shard that accepted it, every read
 // and write going through crypto/tls on the shard (clientConn's Read, Write, Writev and
 // ShutdownWrite below): HTTP/1.1 ones are served as plain ones, those that negotiated h2 by
@@ -36,8 +40,50 @@ type tlsOpts struct {
 	busy func(delta int)
 }
 
+// tlsPending is a connection on its way to its handshake: its descriptor, its client (a
+// PROXY header's when the listener takes them) and what came after that header.
+type tlsPending struct {
+	fd      int
+	peer    netip.AddrPort
+	local   netip.AddrPort // the PROXY header's destination (zero without one)
+	counted bool           // counted against max_conns_per_client
+	prefix  []byte         // bytes read after the PROXY header: the ClientHello's start
+	timeout time.Duration  // what is left of read_header_timeout
+}
+
+// startHandshake runs p's handshake in a goroutine of its own, one of at most maxHandshakes:
+// past that the connection is closed (Stats.TLSRefused), as a full backlog would be.
+func (l *listener) startHandshake(sh *shard, p *tlsPending) {
+	if l.e.handshakes.Add(1) > l.e.maxHandshakes.Load() {
+		l.e.handshakes.Add(-1)
+		sh.st.tlsRefused.Add(1)
+		l.dropFD(p.fd, p.peer, p.counted)
+		return
+	}
+	go l.handshake(sh.s, p) // back on this shard once handshaken
+}
+
+// toHandshake sends a connection of a TLS listener with accept_proxy, whose PROXY header was
+// just read, to its handshake: the descriptor leaves the shard with the bytes that came after
+// the header, the rest of read_header_timeout (counted from the accept) its deadline.
+func (c *clientConn) toHandshake() {
+	sh, l := c.sh, c.l
+	p := &tlsPending{peer: c.peer, local: c.local, counted: c.counted}
+	p.timeout = time.Duration(max(c.since+l.readHdr-sh.now, int64(time.Millisecond)))
+	if len(c.in) > 0 {
+		p.prefix = append([]byte(nil), c.in...)
+	}
+	c.releaseIn()
+	c.Shard().Stop(&c.timer)
+	p.fd = c.Detach()
+	sh.unlink(c)
+	sh.st.conns.Add(-1)
+	sh.freeClient(c) // counted is p's now
+	l.startHandshake(sh, p)
+}
+
 // handshake runs in its own goroutine: the handshake, then the connection to its server.
-func (l *listener) handshake(s *evloop.Shard, fd int, peer netip.AddrPort, counted bool) {
+func (l *listener) handshake(s *evloop.Shard, p *tlsPending) {
 	sh := l.e.shards[s.ID()]
 	if l.tls.busy != nil {
 		l.tls.busy(1)
@@ -49,26 +95,34 @@ func (l *listener) handshake(s *evloop.Shard, fd int, peer netip.AddrPort, count
 		}
 	})
 	defer done()
-	tc, err := tlsconn.Handshake(fd, l.tls.cfg, time.Duration(l.readHdr))
+	opts := tlsconn.Options{Prefix: p.prefix}
+	if l.proxy { // the addresses a Blocking connection's server sees are the header's
+		opts.Remote = net.TCPAddrFromAddrPort(p.peer)
+		if p.local.IsValid() {
+			opts.Local = net.TCPAddrFromAddrPort(p.local)
+		}
+	}
+	tc, err := tlsconn.HandshakeWith(p.fd, l.tls.cfg, p.timeout, opts)
 	if err != nil {
 		sh.st.tlsFailures.Add(1)
-		l.dropFD(fd, peer, counted)
+		l.dropFD(p.fd, p.peer, p.counted)
 		return
 	}
 	h2 := tc.ConnectionState().NegotiatedProtocol == "h2"
 	if h2 && l.h2tls { // HTTP/2 on the shard (h2conn.go), records through crypto/tls as HTTP/1.1's
-		s.Post(&tlsAttach{l: l, fd: fd, peer: peer, counted: counted, tc: tc, h2: true})
+		s.Post(&tlsAttach{l: l, p: p, tc: tc, h2: true})
 		return
 	}
 	if h2 {
-		_, _, _ = syscall.RawSyscall(syscall.SYS_CLOSE, uintptr(fd), 0, 0) // the duplicate serves
+		_, _, _ = syscall.RawSyscall(syscall.SYS_CLOSE, uintptr(p.fd), 0, 0) // the duplicate serves
 		if l.tls.h2 == nil {
 			tc.Release()
-			l.releaseConn(peer, counted)
+			l.releaseConn(p.peer, p.counted)
 			return
 		}
 		var release func()
-		if counted { // max_conns_per_client's place, given back when the connection closes
+		if p.counted { // max_conns_per_client's place, given back when the connection closes
+			peer := p.peer
 			release = func() { l.releaseConn(peer, true) }
 		}
 		c := tc.Blocking(release) // a *tls.Conn, as the HTTP/2 server expects of TLS
@@ -76,7 +130,7 @@ func (l *listener) handshake(s *evloop.Shard, fd int, peer netip.AddrPort, count
 		l.tls.h2(c)
 		return
 	}
-	s.Post(&tlsAttach{l: l, fd: fd, peer: peer, counted: counted, tc: tc})
+	s.Post(&tlsAttach{l: l, p: p, tc: tc})
 }
 
 // dropFD closes a connection that never reached a shard.
@@ -93,28 +147,26 @@ func (l *listener) releaseConn(peer netip.AddrPort, counted bool) {
 
 // tlsAttach brings a handshaken connection to the shard that accepted it.
 type tlsAttach struct {
-	l       *listener
-	fd      int
-	peer    netip.AddrPort
-	counted bool
-	tc      *tlsconn.Conn
-	h2      bool // ALPN h2: served on the shard by an h2mux.Conn
+	l  *listener
+	p  *tlsPending
+	tc *tlsconn.Conn
+	h2 bool // ALPN h2: served on the shard by an h2mux.Conn
 }
 
 func (t *tlsAttach) Run(s *evloop.Shard) {
-	l := t.l
+	l, p := t.l, t.p
 	sh := l.e.shards[s.ID()]
 	sh.now = s.Now()
 	if l.e.stopping.Load() {
 		t.tc.Release()
-		l.dropFD(t.fd, t.peer, t.counted)
+		l.dropFD(p.fd, p.peer, p.counted)
 		return
 	}
 	c := sh.newClient()
-	c.l, c.peer, c.counted = l, t.peer, t.counted
-	if err := s.Add(&c.FD, t.fd, c); err != nil {
+	c.l, c.peer, c.local, c.counted = l, p.peer, p.local, p.counted
+	if err := s.Add(&c.FD, p.fd, c); err != nil {
 		t.tc.Release()
-		l.dropFD(t.fd, t.peer, t.counted)
+		l.dropFD(p.fd, p.peer, p.counted)
 		sh.freeClient(c)
 		return
 	}

@@ -5,15 +5,18 @@
 // # Data planes
 //
 // A Plane serves some of the configured listeners with the pools the server owns: the HTTP
-// plane the http listeners (the HTTP core, package httpcore, and its HTTP/1 engine, httpproxy;
-// the HTTP/2 plane is the HTTP/2 engine, h2proxy, over the same core, fed by the fronts of TLS
-// and h2c listeners, tlsfront.go), the L4 plane (package l4: one TCP proxy per tcp
+// plane the http listeners (the HTTP core, package httpcore, and its HTTP/1 engines, the
+// event-loop one, h1, which also serves HTTP/2 on its shards, and httpproxy for the
+// configurations h1 does not serve yet, h1plane.go; the HTTP/2 plane is the HTTP/2 engine,
+// h2proxy, over the same core, fed by the fronts of those configurations' TLS and h2c
+// listeners, tlsfront.go), the L4 plane (package l4: one TCP proxy per tcp
 // listener, one UDP proxy per udp listener) the others. The server binds each listener's socket
 // (a stream listener, or a *net.UDPConn for udp: Socket), gives each plane every configuration
 // (Swap, first before any Serve, then on each reload) and each of its sockets by listener name
 // (Serve); a plane never matches sockets to listeners by address. The PROXY header of
-// accept_proxy listeners is read before a request (by the event-loop engine on its shard, or
-// by a proxyproto.Listener in front of fasthttp), so the header's client is the peer address.
+// accept_proxy listeners is read before a request, and before the handshake on a TLS one (by
+// the event-loop engine on its shard, or by a proxyproto.Listener in front of fasthttp and
+// the TLS front), so the header's client is the peer address.
 // Planes keep their per-backend state in their own upstream attachment slot and count what
 // they count themselves (admin.Counters), so they never overwrite one another.
 //

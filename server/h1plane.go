@@ -4,22 +4,20 @@ import (
 	"context"
 	"crypto/tls"
 	"log/slog"
-	"net"
 
 	"ballast/config"
 	"ballast/h1"
 	"ballast/httpcore"
-	"ballast/sockio"
 )
 
-// Plain-HTTP listeners, h2c listeners (HTTP/2 with prior knowledge on the shards, their
-// HTTP/1 connections handed to fasthttp) and TLS listeners are served by the event-loop
-// engine (package h1; on a TLS listener the connections that negotiate h2 by ALPN go to the
-// HTTP/2 plane); the fasthttp plane (package httpproxy) serves the rest: TLS listeners with
-// accept_proxy, and every listener of a configuration that compresses responses or reaches
-// backends over TLS or HTTP/2, which the engine does not do yet (their h2c listeners stay on
-// the sniffing front, HTTP/2 on h2proxy). Both serve from the same HTTP core (routes,
-// policy, the access log, counters).
+// Plain-HTTP listeners, h2c listeners (HTTP/2 with prior knowledge and HTTP/1.1 on the
+// shards, the first bytes deciding) and TLS listeners (HTTP/1.1 and ALPN h2 on the shards;
+// with accept_proxy the PROXY header read on the shard before the handshake) are served by
+// the event-loop engine (package h1); the fasthttp plane (package httpproxy) serves every
+// listener of a configuration that compresses responses or reaches backends over TLS or
+// HTTP/2, which the engine does not do yet (their TLS and h2c listeners stay on the fronts,
+// HTTP/2 on h2proxy). Both serve from the same HTTP core (routes, policy, the access log,
+// counters).
 // engineServes is the one place the choice is made; off Linux the engine does not exist and
 // fasthttp serves everything.
 
@@ -40,8 +38,7 @@ func engineServes(cfg *config.Config, name string) bool {
 	}
 	for _, l := range cfg.Listeners {
 		if l.Name == name {
-			// A PROXY header before a TLS handshake stays with the front and fasthttp.
-			return !(l.TLS != nil && (l.AcceptProxy || l.H2C))
+			return true
 		}
 	}
 	return false
@@ -75,32 +72,4 @@ func (p *httpPlane) shutdownEngine(ctx context.Context) error {
 		return nil
 	}
 	return p.engine.Shutdown(ctx)
-}
-
-// isH2C reports whether listener name of cfg takes HTTP/2 with prior knowledge.
-func isH2C(cfg *config.Config, name string) bool {
-	for _, l := range cfg.Listeners {
-		if l.Name == name {
-			return l.H2C
-		}
-	}
-	return false
-}
-
-// serveH2C serves an h2c listener from the engine: its HTTP/2 connections on the shards, and
-// its HTTP/1.1 ones, handed over once their first bytes are read, on the fasthttp plane as
-// before (as the front of a listener the engine does not serve hands them; counted against
-// max_conns_per_client once, by the engine).
-func (p *httpPlane) serveH2C(listener string, ln net.Listener) error {
-	h1l := newChanListener(ln.Addr())
-	go func() { _ = p.proxy.Serve(listener, h1l) }()
-	err := p.engine.ServeH2C(listener, ln, func(c net.Conn, prefix []byte, counted bool) {
-		c = sockio.NewConn(c)
-		if counted {
-			c = &countedConn{Conn: c, core: p.core, listener: listener, peer: httpcore.ClientAddr(c.RemoteAddr())}
-		}
-		h1l.push(&prefixConn{Conn: c, prefix: prefix})
-	})
-	_ = h1l.Close()
-	return err
 }

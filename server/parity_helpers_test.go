@@ -36,6 +36,7 @@ import (
 type transport struct {
 	name     string
 	tls, h2  bool
+	proxy    bool   // a PROXY header (v1, naming 127.0.0.1) before anything else
 	listener string // the listener it connects to
 	baseline string // the HTTP/1.1 transport whose backend bytes it must equal ("" for itself)
 }
@@ -45,6 +46,21 @@ var transports = []transport{
 	{name: "http1-tls", tls: true, listener: "tls"},
 	{name: "h2", tls: true, h2: true, listener: "tls", baseline: "http1-tls"},
 	{name: "h2c", h2: true, listener: "plain", baseline: "http1"},
+	{name: "http1-tls-proxy", tls: true, proxy: true, listener: "tls-proxy", baseline: "http1-tls"},
+	{name: "h2-proxy", tls: true, h2: true, proxy: true, listener: "tls-proxy", baseline: "http1-tls"},
+}
+
+// sendProxyHeader writes the PROXY header of a proxy transport's connection c: the client it
+// names is c's own address, so that every case's forwarding fields hold as they are.
+func sendProxyHeader(t *testing.T, tr transport, c net.Conn) {
+	t.Helper()
+	if !tr.proxy {
+		return
+	}
+	src, dst := c.LocalAddr().(*net.TCPAddr), c.RemoteAddr().(*net.TCPAddr)
+	if _, err := fmt.Fprintf(c, "PROXY TCP4 %s %s %d %d\r\n", src.IP, dst.IP, src.Port, dst.Port); err != nil {
+		t.Fatalf("%s: PROXY header: %v", tr.name, err)
+	}
 }
 
 // preq is a request as a client sends it. Header names are written as given over HTTP/1.1
@@ -94,6 +110,7 @@ func dial(t *testing.T, tr transport, addr string) net.Conn {
 	if err != nil {
 		t.Fatal(err)
 	}
+	sendProxyHeader(t, tr, c)
 	if tr.tls {
 		protos := []string{"http/1.1"}
 		if tr.h2 {
@@ -548,8 +565,9 @@ type parityEnv struct {
 	noLog    bool // a line failed to come: wait no more for later ones
 }
 
-// listenerYAML is the listeners every case shares: a plain one that also takes h2c, and a TLS
-// one that negotiates h2 or http/1.1. extra (YAML lines) is added to both.
+// listenerYAML is the listeners every case shares: a plain one that also takes h2c, a TLS one
+// that negotiates h2 or http/1.1, and a TLS one with accept_proxy. extra (YAML lines) is
+// added to each.
 func listenerYAML(cert, key, extra string) string {
 	ind := ""
 	for _, l := range strings.Split(strings.TrimSpace(extra), "\n") {
@@ -568,7 +586,13 @@ func listenerYAML(cert, key, extra string) string {
     tls: {cert: "%s", key: "%s"}
     read_header_timeout: 1s
     expose_backend: true
-%s`, ind, cert, key, ind)
+%s  - name: tls-proxy
+    address: "127.0.0.1:0"
+    tls: {cert: "%s", key: "%s"}
+    accept_proxy: true
+    read_header_timeout: 1s
+    expose_backend: true
+%s`, ind, cert, key, ind, cert, key, ind)
 }
 
 var deadOnce sync.Once

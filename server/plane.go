@@ -148,15 +148,11 @@ func (p *httpPlane) Serve(listener string, sock Socket) error {
 	ln := sock.Stream
 	p.mu.Lock()
 	if p.engine != nil && engineServes(p.cfg, listener) { // it reads PROXY headers itself
-		h2c := isH2C(p.cfg, listener)
 		p.mu.Unlock()
 		if cfg := p.fronts.tlsConfig(listener); cfg != nil {
 			return p.engine.ServeTLS(listener, ln, cfg, func(c net.Conn) { p.h2.ServeConn(listener, c, true) }, p.fronts.busy.add)
 		}
-		if h2c {
-			return p.serveH2C(listener, ln)
-		}
-		return p.engine.Serve(listener, ln)
+		return p.engine.Serve(listener, ln) // an h2c one's HTTP/2 and HTTP/1.1 both on the shards
 	}
 	for _, l := range p.cfg.Listeners {
 		if l.Name == listener && l.AcceptProxy {

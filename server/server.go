@@ -69,6 +69,9 @@ func Start(cfg *config.Config, o Options) (*Server, error) {
 	s.planes = []Plane{http, &h2Plane{http: http, proxy: http.h2}, l4}
 	s.ops.Count(http)
 	s.ops.CountHTTP2(http.h2.Counters())
+	if http.engine != nil {
+		s.ops.CountHTTP1(http.engine.Stats)
+	}
 	xdp := newXDPPlane(o.Logger) // the XDP directors (server/xdpplane.go)
 	s.planes = append(s.planes, xdp)
 	s.ops.ShowDirectors(xdp)

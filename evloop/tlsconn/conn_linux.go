@@ -31,6 +31,7 @@ type Conn struct {
 // transport is crypto/tls's net.Conn: the handshake's blocking duplicate until Attach, then
 // the shard's descriptor.
 type transport struct {
+	prefix  []byte // bytes read from the descriptor before the handshake (HandshakeWith), read first
 	nc      net.Conn
 	onClose func() // Blocking's: run once when crypto/tls closes the connection
 	f       *evloop.FD
@@ -50,6 +51,13 @@ func (wouldBlock) Timeout() bool   { return true }
 func (wouldBlock) Temporary() bool { return true }
 
 func (t *transport) Read(p []byte) (int, error) {
+	if len(t.prefix) > 0 {
+		n := copy(p, t.prefix)
+		if t.prefix = t.prefix[n:]; len(t.prefix) == 0 {
+			t.prefix = nil
+		}
+		return n, nil
+	}
 	if t.f == nil {
 		if t.nc == nil {
 			return 0, net.ErrClosed
@@ -116,6 +124,21 @@ func (t *transport) SetWriteDeadline(d time.Time) error {
 // its goroutine (never a shard's). fd stays the caller's: on success hand it and the Conn to
 // a shard (Attach), or keep the Conn blocking (Blocking) and close fd; on failure close fd.
 func Handshake(fd int, cfg *tls.Config, timeout time.Duration) (*Conn, error) {
+	return HandshakeWith(fd, cfg, timeout, Options{})
+}
+
+// Options are what HandshakeWith knows of a connection besides its descriptor.
+type Options struct {
+	// Prefix holds bytes already read from the descriptor (those after a PROXY header: the
+	// ClientHello's start): crypto/tls reads them before the socket. HandshakeWith keeps it.
+	Prefix []byte
+	// Local and Remote, when not nil, are the addresses the connection reports (a PROXY
+	// header's) instead of the socket's: a Blocking connection's server sees them.
+	Local, Remote net.Addr
+}
+
+// HandshakeWith is Handshake for a connection that o says more of.
+func HandshakeWith(fd int, cfg *tls.Config, timeout time.Duration, o Options) (*Conn, error) {
 	d, err := dupCloexec(fd)
 	if err != nil {
 		return nil, err
@@ -127,7 +150,13 @@ func Handshake(fd int, cfg *tls.Config, timeout time.Duration) (*Conn, error) {
 		return nil, err
 	}
 	c := &Conn{}
-	c.t.nc, c.t.la, c.t.ra = nc, nc.LocalAddr(), nc.RemoteAddr()
+	c.t.nc, c.t.la, c.t.ra, c.t.prefix = nc, nc.LocalAddr(), nc.RemoteAddr(), o.Prefix
+	if o.Local != nil {
+		c.t.la = o.Local
+	}
+	if o.Remote != nil {
+		c.t.ra = o.Remote
+	}
 	_ = nc.SetDeadline(time.Now().Add(timeout))
 	c.tc = tls.Server(&c.t, cfg)
 	if err := c.tc.Handshake(); err != nil {

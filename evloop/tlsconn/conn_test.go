@@ -279,3 +279,66 @@ func TestHandshakeFailures(t *testing.T) {
 		t.Fatalf("handshake failures: %d, want 2", n)
 	}
 }
+
+// TestHandshakeWithPrefix: a server that read the start of the ClientHello itself (as a PROXY
+// header's reader may) hands those bytes to HandshakeWith: the handshake completes, a Blocking
+// connection reports Options' addresses, and data flows both ways.
+func TestHandshakeWithPrefix(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	cfg := &tls.Config{Certificates: []tls.Certificate{testcert.New(t, "tls.test")}}
+	remote := &net.TCPAddr{IP: net.ParseIP("198.51.100.7"), Port: 4000}
+	errc := make(chan error, 1)
+	go func() {
+		nc, err := ln.Accept()
+		if err != nil {
+			errc <- err
+			return
+		}
+		defer nc.Close()
+		prefix := make([]byte, 7) // the record header and two bytes of the ClientHello
+		if _, err := io.ReadFull(nc, prefix); err != nil {
+			errc <- err
+			return
+		}
+		f, err := nc.(*net.TCPConn).File()
+		if err != nil {
+			errc <- err
+			return
+		}
+		defer f.Close()
+		c, err := HandshakeWith(int(f.Fd()), cfg, 5*time.Second, Options{Prefix: prefix, Remote: remote})
+		if err != nil {
+			errc <- err
+			return
+		}
+		tc := c.Blocking(nil)
+		defer tc.Close()
+		if got := tc.RemoteAddr().String(); got != remote.String() {
+			errc <- errors.New("RemoteAddr " + got + ", want " + remote.String())
+			return
+		}
+		buf := make([]byte, 5)
+		if _, err := io.ReadFull(tc, buf); err != nil {
+			errc <- err
+			return
+		}
+		_, err = tc.Write(buf)
+		errc <- err
+	}()
+	c := dial(t, ln.Addr().String())
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := c.Write([]byte("hello")); err != nil {
+		t.Fatal(err)
+	}
+	got := make([]byte, 5)
+	if _, err := io.ReadFull(c, got); err != nil || string(got) != "hello" {
+		t.Fatalf("echo %q, %v", got, err)
+	}
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+}
