@@ -2,6 +2,7 @@ package lab
 
 import (
 	"cmp"
+	"math"
 	"slices"
 	"time"
 
@@ -40,6 +41,16 @@ const (
 // clocks while a backend's response was overdue (its service ended more than timerGrain
 // before), merged where they overlap.
 func flowStalls(res *loadgen.Result, arrivals []backend.Arrival, minLen time.Duration) []stallAt {
+	stalls, _ := flowStallsDrained(res, arrivals, minLen)
+	return stalls
+}
+
+// flowStallsDrained is flowStalls with the drain of each stall: what Ballast held at a
+// stall's end (requests on their way to a backend, responses on their way to a client) comes
+// out one after another, and the drain samples are the gaps between consecutive outputs of
+// those, from the stall's end, up to the next stall (the model spaces the events a stall
+// postponed by draws of them: sim.Jitter.Drain).
+func flowStallsDrained(res *loadgen.Result, arrivals []backend.Arrival, minLen time.Duration) ([]stallAt, []time.Duration) {
 	begin := res.Begin
 	type span struct{ arrived, due, done int64 }
 	first := map[int64]span{}
@@ -79,7 +90,35 @@ func flowStalls(res *loadgen.Result, arrivals []backend.Arrival, minLen time.Dur
 		}
 		merged = append(merged, s)
 	}
-	return merged
+	return merged, drains(merged, inBallast)
+}
+
+// drains returns, for each stall, the gaps between the outputs of what Ballast held at its
+// end (the intervals of pending open then), in order from its end, those before the next
+// stall's start only.
+func drains(stalls []stallAt, pending []interval) []time.Duration {
+	var out []time.Duration
+	var outs []int64
+	for i, s := range stalls {
+		end := int64(s.at + s.d)
+		limit := int64(math.MaxInt64)
+		if i+1 < len(stalls) {
+			limit = int64(stalls[i+1].at)
+		}
+		outs = outs[:0]
+		for _, p := range pending {
+			if p.start < end && p.end >= end && p.end < limit {
+				outs = append(outs, p.end)
+			}
+		}
+		slices.Sort(outs)
+		prev := end
+		for _, t := range outs {
+			out = append(out, time.Duration(t-prev))
+			prev = t
+		}
+	}
+	return out
 }
 
 type interval struct{ start, end int64 }

@@ -30,8 +30,13 @@ func TestFlowStalls(t *testing.T) {
 	add(3, 39.0, 39.1, 0.9, 40.9, 41.0)
 	add(4, 49.0, 49.1, 0.9, 55.0, 55.1) // due at 50 ms, written at 55
 	add(5, 57.0, 57.5, 0, 57.5, 57.6)
-	got := flowStalls(res, arr, flowStallMin)
+	got, drain := flowStallsDrained(res, arr, flowStallMin)
 	want := []stallAt{{ms(10), ms(4)}, {ms(51), ms(4)}}
+	// What Ballast held at the first stall's end came out at once (request 0 reached its
+	// backend: the end) and 0.1 ms later (request 1's response); the second held nothing.
+	if len(drain) != 2 || drain[0] > time.Microsecond || drain[1] < ms(0.099) || drain[1] > ms(0.101) {
+		t.Errorf("drain %v, want [0 100µs]", drain)
+	}
 	if len(got) != len(want) {
 		t.Fatalf("stalls %v, want %v", got, want)
 	}
@@ -52,7 +57,8 @@ func TestRunStallsDrawn(t *testing.T) {
 	ms := time.Millisecond
 	// The calibration ran from t0+1s for 2 s with one flow stall at 1.5 s; the row from t0+4s
 	// for 4 s with none.
-	p.calibrated("", Calibration{hops: hopSamples{begin: t0.Add(time.Second), span: 2 * time.Second, stalls: []stallAt{{1500 * ms, 20 * ms}}}})
+	p.calibrated("", Calibration{hops: hopSamples{begin: t0.Add(time.Second), span: 2 * time.Second, stalls: []stallAt{{1500 * ms, 20 * ms}},
+		drain: []time.Duration{70 * time.Microsecond}}})
 	p.measured("", "row", Calibration{hops: hopSamples{begin: t0.Add(4 * time.Second), span: 4 * time.Second}})
 	probe := []stallAt{{2505 * ms, 10 * ms}, {9 * time.Second, 5 * ms}} // inside the calibration's flow stall, and outside
 	js := p.jitters(predJob{label: "other"}, probe, 10*time.Second)
@@ -64,6 +70,12 @@ func TestRunStallsDrawn(t *testing.T) {
 	}
 	if r := js[1].StallRate; r < 0.1-1e-9 || r > 0.1+1e-9 {
 		t.Errorf("row's run: stall rate %v, want the probe's 0.1/s", r)
+	}
+	if q := js[0].Drain.Quantile(.5); q != 70*time.Microsecond {
+		t.Errorf("calibration's run: drain %v, want its own 70µs", js[0].Drain)
+	}
+	if !js[1].Drain.IsZero() {
+		t.Errorf("row's run: drain %v, want none (it measured none)", js[1].Drain)
 	}
 	if q := js[0].Stall.Quantile(1); q != 20*ms {
 		t.Errorf("calibration's run: longest stall %v, want its own 20ms", q)
@@ -93,5 +105,42 @@ func TestDisturbedRow(t *testing.T) {
 	row.Detail.Disturbed = d
 	if in, judged := judgeRange(Throughput, &row); in || !judged || !strings.Contains(row.Detail.RangeGoal, "disturbed: flow stalls 5.00%") {
 		t.Errorf("judged %v inside %v: %q", judged, in, row.Detail.RangeGoal)
+	}
+}
+
+// TestRecoveryHops checks which hops a traced run gives the recovery from a flow stall
+// (sim.Jitter.Recovery): those that began within recoveryFor after a stall's end, not inside
+// one nor later; and that a run with stalls hands the model its recovery hops.
+func TestRecoveryHops(t *testing.T) {
+	ms := time.Millisecond
+	stalls := []stallAt{{10 * ms, 4 * ms}, {30 * ms, 2 * ms}}
+	for _, c := range []struct {
+		at   time.Duration
+		want bool
+	}{{5 * ms, false}, {12 * ms, false}, {14 * ms, true}, {14*ms + recoveryFor - 1, true}, {14*ms + recoveryFor, false},
+		{31 * ms, false}, {33 * ms, true}, {50 * ms, false}} {
+		if got := recovering(stalls, int64(c.at)); got != c.want {
+			t.Errorf("recovering at %v: %v, want %v", c.at, got, c.want)
+		}
+	}
+	h := hopSamples{stalls: stalls, span: 50 * ms, send: []time.Duration{ms}, toPick: []time.Duration{ms}, forward: []time.Duration{ms},
+		ret: []time.Duration{ms}, deliver: []time.Duration{ms}, overshoot: []time.Duration{ms},
+		recovery: &hopSamples{deliver: []time.Duration{3 * ms}, overshoot: []time.Duration{2 * ms}}}
+	j := h.jitter()
+	if j.Recovery == nil || j.RecoveryFor != recoveryFor {
+		t.Fatalf("a run with stalls and recovery hops: recovery %v for %v", j.Recovery, j.RecoveryFor)
+	}
+	if got := j.Recovery.Deliver.Quantile(.5); got != 3*ms {
+		t.Errorf("recovery deliver %v, want the recovery's 3ms", got)
+	}
+	if got := j.Recovery.Send.Quantile(.5); got != ms {
+		t.Errorf("recovery send without samples %v, want the steady state's 1ms", got)
+	}
+	if got := j.RecoveryOvershoot.Quantile(.5); got != 2*ms {
+		t.Errorf("recovery overshoot %v, want 2ms", got)
+	}
+	h.stalls = nil
+	if j := h.jitter(); j.Recovery != nil {
+		t.Errorf("a run without stalls has recovery hops %v", j.Recovery)
 	}
 }

@@ -104,6 +104,7 @@ func withStalls(j *sim.Jitter, h hopSamples, probe []stallAt, window time.Durati
 	}
 	if c.StallRate > 0 {
 		c.Stall = sim.DistAt(all, sim.TailP)
+		c.Drain = sim.DistAt(h.drain, sim.TailP)
 	}
 	return &c
 }
