@@ -124,8 +124,11 @@ func drains(stalls []stallAt, pending []interval) []time.Duration {
 type interval struct{ start, end int64 }
 
 // gapsWhilePending returns the stretches of at least minLen between consecutive progress
-// events in which some pending interval was open: from the later of the gap's start and the
-// earliest start of one still open at its end, to its end.
+// events in which at least two pending intervals were open: from the later of the gap's
+// start and the second earliest start of those still open at its end, to its end. A stretch
+// that held up one request alone is that request's own slow hop (a sparse run's forward of
+// a few milliseconds, say), which its hop sample holds already: counted as a stall too, the
+// model would draw it twice.
 func gapsWhilePending(progress []int64, pending []interval, minLen time.Duration) []stallAt {
 	if len(progress) < 2 || len(pending) == 0 {
 		return nil
@@ -133,14 +136,18 @@ func gapsWhilePending(progress []int64, pending []interval, minLen time.Duration
 	progress = slices.Clone(progress)
 	slices.Sort(progress)
 	pending = slices.Clone(pending)
-	// By end, with the smallest start among those ending at or after each.
+	// By end, with the second smallest start among those ending at or after each.
 	slices.SortFunc(pending, func(x, y interval) int { return cmp.Compare(x.end, y.end) })
-	minStart := make([]int64, len(pending))
+	secondStart := make([]int64, len(pending))
+	first, second := int64(math.MaxInt64), int64(math.MaxInt64)
 	for i := len(pending) - 1; i >= 0; i-- {
-		minStart[i] = pending[i].start
-		if i+1 < len(pending) {
-			minStart[i] = min(minStart[i], minStart[i+1])
+		switch s := pending[i].start; {
+		case s < first:
+			first, second = s, first
+		case s < second:
+			second = s
 		}
+		secondStart[i] = second
 	}
 	var out []stallAt
 	for k := 1; k < len(progress); k++ {
@@ -150,10 +157,10 @@ func gapsWhilePending(progress []int64, pending []interval, minLen time.Duration
 		}
 		// Nothing progressed in (p, q): what was pending then ends at q or later.
 		i, _ := slices.BinarySearchFunc(pending, q, func(x interval, t int64) int { return cmp.Compare(x.end, t) })
-		if i == len(pending) || minStart[i] >= q {
+		if i == len(pending) || secondStart[i] >= q {
 			continue
 		}
-		if from := max(p, minStart[i]); q-from >= int64(minLen) {
+		if from := max(p, secondStart[i]); q-from >= int64(minLen) {
 			out = append(out, stallAt{time.Duration(from), time.Duration(q - from)})
 		}
 	}

@@ -9,15 +9,17 @@ import (
 	"ballast/lab/loadgen"
 )
 
-// TestFlowStalls builds the two clocks of five requests: one held in Ballast for 4 ms while
-// another's response waited there too (a flow stall from the first one's send), one served 10 ms
-// by its backend (no stall: the backend's own time), one whose response left 0.9 ms late (the
-// timer grain, no stall), one whose response left 5 ms late with nothing else happening (the
-// lab stalled from a millisecond after it was due), and one forwarded in 0.5 ms.
+// TestFlowStalls builds the two clocks of eight requests: one held in Ballast for 4 ms while
+// another's response waited there too from a millisecond later (a flow stall from when both
+// were held), one served 10 ms by its backend (no stall: the backend's own time), one whose
+// response left 0.9 ms late (the timer grain, no stall), two whose responses left 5 ms late
+// with nothing else happening (the lab stalled from a millisecond after they were due), one
+// forwarded in 0.5 ms, and one forwarded in 3 ms alone (its own slow hop, which its forward
+// sample holds: no stall), as is the first one's first millisecond.
 func TestFlowStalls(t *testing.T) {
 	begin := time.Now()
 	ms := func(x float64) time.Duration { return time.Duration(x * float64(time.Millisecond)) }
-	res := &loadgen.Result{Begin: begin, Seconds: 0.06}
+	res := &loadgen.Result{Begin: begin, Seconds: 0.07}
 	var arr []backend.Arrival
 	add := func(i int64, sent, arrived, service, done, got float64) {
 		res.Trace = append(res.Trace, loadgen.Event{Index: i, Start: int64(ms(sent)), Sent: int64(ms(sent)), Done: int64(ms(got)), OK: true})
@@ -29,9 +31,11 @@ func TestFlowStalls(t *testing.T) {
 	add(2, 20.0, 20.1, 10, 30.1, 30.3) // served 10 ms
 	add(3, 39.0, 39.1, 0.9, 40.9, 41.0)
 	add(4, 49.0, 49.1, 0.9, 55.0, 55.1) // due at 50 ms, written at 55
+	add(7, 49.0, 49.1, 0.9, 55.0, 55.1) // the same
 	add(5, 57.0, 57.5, 0, 57.5, 57.6)
+	add(6, 60.0, 63.0, 0, 63.0, 63.1) // forwarded in 3 ms, alone
 	got, drain := flowStallsDrained(res, arr, flowStallMin)
-	want := []stallAt{{ms(10), ms(4)}, {ms(51), ms(4)}}
+	want := []stallAt{{ms(11), ms(3)}, {ms(51), ms(4)}}
 	// What Ballast held at the first stall's end came out at once (request 0 reached its
 	// backend: the end) and 0.1 ms later (request 1's response); the second held nothing.
 	if len(drain) != 2 || drain[0] > time.Microsecond || drain[1] < ms(0.099) || drain[1] > ms(0.101) {
