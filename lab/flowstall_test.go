@@ -1,6 +1,7 @@
 package lab
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -146,5 +147,88 @@ func TestRecoveryHops(t *testing.T) {
 	h.stalls = nil
 	if j := h.jitter(); j.Recovery != nil {
 		t.Errorf("a run without stalls has recovery hops %v", j.Recovery)
+	}
+}
+
+// TestNearestRuns checks which measured runs a range drawn by flow-stall share takes: the
+// nearest at or below the row's own share and the nearest at or above it always (a range
+// that left out either would not span the row's own condition), then the nearest others.
+func TestNearestRuns(t *testing.T) {
+	shares := []float64{0.01, 0.02, 0.05, 0.20, 0.03}
+	for _, c := range []struct {
+		own  float64
+		k    int
+		want []int
+	}{
+		{0.04, 2, []int{2, 4}},          // 0.03 below, 0.05 above
+		{0.04, 3, []int{1, 2, 4}},       // then 0.02
+		{0.19, 2, []int{2, 3}},          // 0.05 below though 0.20 is nearer: both sides
+		{0.30, 2, []int{2, 3}},          // above every run: the most disturbed, then the next
+		{0.00, 3, []int{0, 1, 4}},       // below every run
+		{0.04, 9, []int{0, 1, 2, 3, 4}}, // more than there are: all
+	} {
+		if got := nearestRuns(shares, c.own, c.k); !slices.Equal(got, c.want) {
+			t.Errorf("nearestRuns(own %.2f, k %d) = %v, want %v", c.own, c.k, got, c.want)
+		}
+	}
+	if n := nearestCount(8); n != 4 {
+		t.Errorf("nearestCount(8) = %d, want 4", n)
+	}
+	if n := nearestCount(2); n != 2 {
+		t.Errorf("nearestCount(2) = %d, want 2", n)
+	}
+}
+
+// TestRangeDrawsNearest checks that a traced row's range draws, with nearest, the runs of
+// its group nearest its own flow-stall share, the calibrations among them, never its own, and
+// every run without nearest; the disturbed criterion holds against the runs drawn.
+func TestRangeDrawsNearest(t *testing.T) {
+	ms := time.Millisecond
+	run := func(stall time.Duration) Calibration {
+		return Calibration{hops: hopSamples{span: time.Second, stalls: []stallAt{{0, stall}}}}
+	}
+	p := newPredictions(Options{})
+	defer p.stopOnce()
+	p.calibrated("g", run(1*ms))  // 0.1 %
+	p.calibrated("g", run(40*ms)) // 4 %: the busy calibration
+	p.measured("g", "a", run(2*ms))
+	p.measured("g", "b", run(3*ms))
+	p.measured("g", "c", run(5*ms))
+	p.measured("g", "d", run(20*ms))
+	p.measured("g", "e", run(25*ms)) // the row: 2.5 %
+	p.measured("other", "x", run(25*ms))
+	rates := func(job predJob) []time.Duration {
+		var out []time.Duration
+		for _, h := range p.drawnRuns(job) {
+			out = append(out, h.stalls[0].d)
+		}
+		slices.Sort(out)
+		return out
+	}
+	job := predJob{label: "e", group: "g"}
+	if got := rates(job); len(got) != 6 {
+		t.Errorf("without nearest the range draws every other run of its group (6): %v", got)
+	}
+	p.nearest = true
+	// 6 runs: 3 drawn, 2 % below and 4 % above, then 0.5 %.
+	if got, want := rates(job), []time.Duration{5 * ms, 20 * ms, 40 * ms}; !slices.Equal(got, want) {
+		t.Errorf("nearest to 2.5%%: drew %v, want %v", got, want)
+	}
+	if js := p.jitters(job, nil, 0); len(js) != 3 {
+		t.Errorf("%d jitters, want the 3 runs drawn", len(js))
+	}
+	if got := p.drewFrom(job); !strings.Contains(got, "3 measured runs, flow stalls 0.50-4.00%") || !strings.Contains(got, "2.50%") {
+		t.Errorf("drewFrom: %q", got)
+	}
+	if d := p.disturbed(job); d != "" {
+		t.Errorf("a row below its busiest drawn run called disturbed: %s", d)
+	}
+	p.measured("g", "f", run(90*ms))
+	if d := p.disturbed(predJob{label: "f", group: "g"}); !strings.Contains(d, "at most 4.00%") {
+		t.Errorf("a row above every run: %q, want at most 4.00%%", d)
+	}
+	// A job with no run of its own (the advise check) draws every run of its group.
+	if got := rates(predJob{group: "g"}); len(got) != 8 {
+		t.Errorf("no run of its own: drew %d runs, want 8", len(got))
 	}
 }

@@ -106,6 +106,9 @@ type Detail struct {
 	// its prediction drew from (its flow stalls took a larger share of its time than in any of
 	// them): a miss of such a row is stated as disturbed, and still counted as a miss.
 	Disturbed string `json:"disturbed,omitempty"`
+	// DrewFrom says which measured runs the row's range drew from (how many, their flow-stall
+	// shares, and the row's own).
+	DrewFrom string `json:"drew_from,omitempty"`
 	// Jitter is the delays measured on this row's own requests (seed 001's rows), to hold
 	// against the calibration the prediction drew from.
 	Jitter string `json:"jitter,omitempty"`

@@ -34,6 +34,10 @@ func runHeterogeneous(ctx context.Context, o Options, r *Report) error {
 	r.Metric = Throughput
 	preds := newPredictions(o)
 	defer preds.stopOnce()
+	// Eight measured runs per load, 8 to 25 s each, whose flow stalls differ with the
+	// machine's load over minutes: a row's range draws those nearest its own run in
+	// flow-stall share, not the busiest and the calmest alike.
+	preds.nearest = true
 	srvs, ts, closeAll, err := localBackends(heteroCfgs...)
 	if err != nil {
 		return err
@@ -157,7 +161,7 @@ func runHeterogeneous(ctx context.Context, o Options, r *Report) error {
 	r.Notes = append(r.Notes, "load: keep-alive -c 16 -n "+strconv.FormatInt(nKA, 10)+", then -c 16 -n "+strconv.FormatInt(nClose, 10)+" without keep-alive (client side; Ballast keeps its backend connections); max_conns 32 per backend",
 		"jitter, keep-alive rows (the last of three calibrations): "+calKA.String(),
 		"jitter, rows without keep-alive (the last of three): "+calClose.String(),
-		"each row's prediction draws, run by run, the delays of one of the three calibrations of its load or of the other rows of that load (never its own: details.json has each row's); the model runs at most 20000 requests (the steady state's rate), makespans scaled to the row's")
+		"each row's prediction draws, run by run, the delays of one of the three calibrations of its load or of the other rows of that load (never its own: details.json has each row's), of those the half nearest the row's own run in flow-stall share, at least three: always the nearest as calm as it and the nearest as disturbed, then the nearest others (details.json: drew_from); the model runs at most 20000 requests (the steady state's rate), makespans scaled to the row's")
 	if err := preds.finish(r); err != nil {
 		return err
 	}
