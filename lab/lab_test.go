@@ -490,6 +490,16 @@ func TestScenariosQuick(t *testing.T) {
 				if sqf.Predicted.ThroughputRPS <= 0 || random.Seed.ThroughputRPS != 2122 {
 					t.Errorf("missing prediction or seed: %+v %+v", sqf.Predicted, random.Seed)
 				}
+				// Every traced row's range drew the half of its load's eight other measured
+				// runs nearest its own in flow-stall share, and says so.
+				for _, r := range rep.Results {
+					if strings.Contains(r.Algorithm, "(advise)") {
+						continue
+					}
+					if d := r.Detail.DrewFrom; !strings.HasPrefix(d, "4 measured runs") || !strings.Contains(d, "the nearest to it of 8") {
+						t.Errorf("%s: drew from %q, want 4 of 8 runs", r.Algorithm, d)
+					}
+				}
 			case "slow-backend":
 				rr, busy := byLabel(t, rep, "byrequests"), byLabel(t, rep, "bybusyness")
 				if busy.MakespanS >= rr.MakespanS {
