@@ -232,3 +232,36 @@ func TestRangeDrawsNearest(t *testing.T) {
 		t.Errorf("no run of its own: drew %d runs, want 8", len(got))
 	}
 }
+
+// TestOwnRangeJudged checks how a miss is told apart: the model drawing the row's own run
+// alone either holds the measured figure (the row ran unlike the runs its range drew from) or
+// misses it too (the model misses something of that run); a row inside says neither.
+func TestOwnRangeJudged(t *testing.T) {
+	mk := func(measured float64, own [2]float64) Result {
+		r := Result{ThroughputRPS: measured, Predicted: Figures{ThroughputRPS: 100, Range: &FigureRange{ThroughputRPS: [2]float64{95, 105}}}}
+		r.Detail.OwnRange = &FigureRange{ThroughputRPS: own}
+		return r
+	}
+	for _, c := range []struct {
+		measured float64
+		own      [2]float64
+		want     string
+	}{
+		{90, [2]float64{85, 92}, "its own run in the model [85, 92] holds it"},
+		{90, [2]float64{93, 99}, "its own run in the model [93, 99] misses it too"},
+		{100, [2]float64{93, 99}, ""},
+	} {
+		row := mk(c.measured, c.own)
+		in, judged := judgeRange(Throughput, &row)
+		if !judged || in != (c.want == "") {
+			t.Errorf("%v: judged %v inside %v", c.measured, judged, in)
+		}
+		if got := row.Detail.RangeGoal; c.want != "" && !strings.Contains(got, c.want) || c.want == "" && strings.Contains(got, "own run") {
+			t.Errorf("%v against own %v: %q, want %q", c.measured, c.own, got, c.want)
+		}
+	}
+	r := &Report{Metric: Throughput, Results: []Result{mk(90, [2]float64{85, 92}), mk(90, [2]float64{93, 99}), mk(100, [2]float64{93, 99})}}
+	if note := rangeNote(r); !strings.Contains(note, "1 of 3 rows") || !strings.Contains(note, "of the 2 outside with a run of their own, the model drawing that run alone holds 1") {
+		t.Errorf("note: %s", note)
+	}
+}

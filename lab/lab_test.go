@@ -469,6 +469,11 @@ func TestScenariosQuick(t *testing.T) {
 					if g == nil || g.Runs < 10 || g.MakespanS[0] > g.MakespanS[1] || g.ThroughputRPS[0] > g.ThroughputRPS[1] || r.Detail.RangeGoal == "" {
 						t.Errorf("%s: range %+v, goal %q", r.Algorithm, g, r.Detail.RangeGoal)
 					}
+					// A traced row (its jitter on record) has the model's check on its own run.
+					if o := r.Detail.OwnRange; r.Detail.Jitter != "" && !strings.Contains(r.Algorithm, "backlog") && !strings.Contains(r.Algorithm, "hedge") && !strings.Contains(r.Algorithm, "(advise)") &&
+						(o == nil || o.Runs != g.Runs || o.MakespanS[0] > o.MakespanS[1] || o.MakespanS[0] <= 0) {
+						t.Errorf("%s: own-run range %+v", r.Algorithm, o)
+					}
 				}
 				a := rep.Advise
 				if a == nil {

@@ -175,20 +175,32 @@ func msDuration(ms float64) time.Duration { return time.Duration(ms * float64(ti
 
 // rangeNote counts the rows measured inside their predicted range.
 func rangeNote(r *Report) string {
-	in, n, disturbed := 0, 0, 0
+	in, n, disturbed, ownHeld, ownJudged := 0, 0, 0, 0, 0
 	for i := range r.Results {
-		if ok, judged := judgeRange(r.Metric, &r.Results[i]); judged {
+		row := &r.Results[i]
+		if ok, judged := judgeRange(r.Metric, row); judged {
 			n++
 			if ok {
 				in++
-			} else if r.Results[i].Detail.Disturbed != "" {
+				continue
+			}
+			if row.Detail.Disturbed != "" {
 				disturbed++
+			}
+			if row.Detail.OwnRange != nil {
+				ownJudged++
+				if strings.Contains(row.Detail.RangeGoal, "own run in the model") && !strings.Contains(row.Detail.RangeGoal, "misses it too") {
+					ownHeld++
+				}
 			}
 		}
 	}
 	dist := ""
 	if disturbed > 0 {
 		dist = fmt.Sprintf(" (%d of the %d outside ran disturbed: flow stalls took a larger share of their time than in any measured run their range drew from)", disturbed, n-in)
+	}
+	if ownJudged > 0 {
+		dist += fmt.Sprintf("; of the %d outside with a run of their own, the model drawing that run alone holds %d", ownJudged, ownHeld)
 	}
 	return fmt.Sprintf("%d of %d rows measured inside the predicted range (the goal: all)%s; each range is the model's smallest and largest figure over %d runs with different seeds, each run drawing every request's delays from those measured in this scenario (the jitter notes) and the stalls",
 		in, n, dist, runsOf(r))

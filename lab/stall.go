@@ -352,20 +352,37 @@ func (p *predictions) resolve(r *Report) (string, error) {
 	stalls, window := p.stop()
 	began := time.Now()
 	runs := 0
+	outside := p.probeOutside(stalls)
 	for _, job := range p.jobs {
 		f, err := predict(p.o, job.sc, job.alg, p.jitters(job, stalls, window))
 		if err != nil {
 			return "", err
 		}
 		runs += f.Range.Runs
-		if job.requests > 0 && job.sc.Requests > 0 && job.requests != job.sc.Requests {
-			k := float64(job.requests) / float64(job.sc.Requests)
-			f.MakespanS *= k
-			f.Range.MakespanS[0] *= k
-			f.Range.MakespanS[1] *= k
+		scale := func(f *Figures) {
+			if job.requests > 0 && job.sc.Requests > 0 && job.requests != job.sc.Requests {
+				k := float64(job.requests) / float64(job.sc.Requests)
+				f.MakespanS *= k
+				f.Range.MakespanS[0] *= k
+				f.Range.MakespanS[1] *= k
+			}
+		}
+		scale(&f)
+		// The check of the model: the same runs drawing the row's own run alone.
+		var ownRange *FigureRange
+		if own, ok := p.rows[job.group][job.label]; ok && own.span > 0 {
+			j := withHandoff(withStalls(own.jitter(), own, outside, window), p.handoffsFor(job))
+			fo, err := predict(p.o, job.sc, job.alg, []*sim.Jitter{j})
+			if err != nil {
+				return "", err
+			}
+			runs += fo.Range.Runs
+			scale(&fo)
+			ownRange = fo.Range
 		}
 		for i := range r.Results {
 			if r.Results[i].Algorithm == job.label {
+				r.Results[i].Detail.OwnRange = ownRange
 				r.Results[i].Predicted = f
 				r.Results[i].Detail.Disturbed = p.disturbed(job)
 				r.Results[i].Detail.DrewFrom = p.drewFrom(job)
