@@ -11,9 +11,9 @@ import (
 )
 
 // Flow stalls: stretches of a traced run in which nothing came out of Ballast (no request
-// reached a backend, no response reached a client) although it held work (a request written
-// by the client and not yet at its backend, or a response the backend had written and the
-// client not yet read). The lab's stall probe sees only the lab process; Ballast's own
+// reached a backend, no response reached a client) although it held work (two or more
+// requests written by the client and not yet at their backend, or responses the backend had
+// written and the client not yet read: one alone is its own slow hop). The lab's stall probe sees only the lab process; Ballast's own
 // process, descheduled on a busy machine, stops every request through it at once, which
 // independent draws of each request's hops cannot do: a backend whose queue drains during it
 // idles, and a throughput row loses that time. They are measured on the lab's two clocks
@@ -37,9 +37,9 @@ const (
 
 // flowStalls returns the stalls of at least minLen in a traced run: stretches in which
 // nothing came out of Ballast (no arrival at a backend, no response read by a client) while it
-// held a request or a response, and stretches in which nothing happened on either of the lab's
-// clocks while a backend's response was overdue (its service ended more than timerGrain
-// before), merged where they overlap.
+// held two or more requests or responses, and stretches in which nothing happened on either of
+// the lab's clocks while two or more backend responses were overdue (their service ended more
+// than timerGrain before), merged where they overlap.
 func flowStalls(res *loadgen.Result, arrivals []backend.Arrival, minLen time.Duration) []stallAt {
 	stalls, _ := flowStallsDrained(res, arrivals, minLen)
 	return stalls

@@ -471,6 +471,6 @@ func (p *predictions) flowNote() string {
 			add(h)
 		}
 	}
-	return fmt.Sprintf("flow stalls of at least %v (nothing came out of Ballast while it held a request or a response, or nothing happened in the lab while a backend's response was overdue) in the %d measured runs: %.2f to %.2f/s (%s), each model run drawing those of the measured run it takes",
+	return fmt.Sprintf("flow stalls of at least %v (nothing came out of Ballast while it held two or more requests or responses, or nothing happened in the lab while two or more backend responses were overdue) in the %d measured runs: %.2f to %.2f/s (%s), each model run drawing those of the measured run it takes",
 		flowStallMin, n, lo, hi, sim.DistAt(all, sim.TailP))
 }
