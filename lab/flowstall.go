@@ -35,21 +35,15 @@ const (
 	timerGrain   = time.Millisecond
 )
 
-// flowStalls returns the stalls of at least minLen in a traced run: stretches in which
+// flowStallsDrained returns the stalls of at least minLen in a traced run: stretches in which
 // nothing came out of Ballast (no arrival at a backend, no response read by a client) while it
 // held two or more requests or responses, and stretches in which nothing happened on either of
 // the lab's clocks while two or more backend responses were overdue (their service ended more
-// than timerGrain before), merged where they overlap.
-func flowStalls(res *loadgen.Result, arrivals []backend.Arrival, minLen time.Duration) []stallAt {
-	stalls, _ := flowStallsDrained(res, arrivals, minLen)
-	return stalls
-}
-
-// flowStallsDrained is flowStalls with the drain of each stall: what Ballast held at a
-// stall's end (requests on their way to a backend, responses on their way to a client) comes
-// out one after another, and the drain samples are the gaps between consecutive outputs of
-// those, from the stall's end, up to the next stall (the model spaces the events a stall
-// postponed by draws of them: sim.Jitter.Drain).
+// than timerGrain before), merged where they overlap. It returns each stall's drain too:
+// what Ballast held at a stall's end (requests on their way to a backend, responses on their
+// way to a client) comes out one after another, and the drain samples are the gaps between
+// consecutive outputs of those, from the stall's end, up to the next stall (the model spaces
+// the events a stall postponed by draws of them: sim.Jitter.Drain).
 func flowStallsDrained(res *loadgen.Result, arrivals []backend.Arrival, minLen time.Duration) ([]stallAt, []time.Duration) {
 	begin := res.Begin
 	type span struct{ arrived, due, done int64 }

@@ -57,7 +57,7 @@ type hopSamples struct {
 	// within recoveryFor after a flow stall's end (sim.Jitter.Recovery); the main fields hold
 	// the rest.
 	first, recovery *hopSamples
-	// stalls are the run's flow stalls (flowStalls, since begin) over its span; drain the
+	// stalls are the run's flow stalls (flowStallsDrained, since begin) over its span; drain the
 	// gaps between the outputs of what they held, after their ends (flowStallsDrained).
 	stalls []stallAt
 	drain  []time.Duration
