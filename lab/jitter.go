@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"ballast/advise"
@@ -170,16 +171,12 @@ func tracedRun(ctx context.Context, o Options, spec PoolSpec, srvs []*backend.Se
 // tracedLoads is tracedRun for several loads one after the other on one Ballast. Ballast's
 // ring keeps the last 4096 releases, so a longer load is matched on its end.
 func tracedLoads(ctx context.Context, o Options, spec PoolSpec, srvs []*backend.Server, loads []loadgen.Options) ([]*loadgen.Result, []time.Duration, []Calibration, error) {
-	port, err := freePort()
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	spec.Admin = "127.0.0.1:" + strconv.Itoa(port)
-	p, err := StartBallast(ctx, o.Ballast, spec, 60*time.Second)
+	p, err := startWithAdmin(ctx, o, spec)
 	if err != nil {
 		return nil, nil, nil, err
 	}
 	defer p.Close()
+	spec.Admin = p.admin
 	var ress []*loadgen.Result
 	var cpus []time.Duration
 	var cals []Calibration
@@ -212,6 +209,36 @@ func tracedLoads(ctx context.Context, o Options, spec PoolSpec, srvs []*backend.
 		s.StopTrace()
 	}
 	return ress, cpus, cals, nil
+}
+
+// adminProxy is a started Ballast with the address of its admin listener.
+type adminProxy struct {
+	Proxy
+	admin string
+}
+
+// adminAttempts bounds the starts of a Ballast whose admin port, free when picked, was taken
+// by another process of the machine before Ballast bound it.
+const adminAttempts = 3
+
+// startWithAdmin starts Ballast for spec with an admin listener on a free loopback port, on
+// another port when the one picked was taken in between (up to adminAttempts starts).
+func startWithAdmin(ctx context.Context, o Options, spec PoolSpec) (*adminProxy, error) {
+	for attempt := 1; ; attempt++ {
+		port, err := freePort()
+		if err != nil {
+			return nil, err
+		}
+		spec.Admin = "127.0.0.1:" + strconv.Itoa(port)
+		p, err := StartBallast(ctx, o.Ballast, spec, 60*time.Second)
+		if err == nil {
+			return &adminProxy{p, spec.Admin}, nil
+		}
+		if attempt >= adminAttempts || !strings.Contains(err.Error(), "address already in use") || ctx.Err() != nil {
+			return nil, err
+		}
+		o.logf("%v (attempt %d of %d); again on another port", err, attempt, adminAttempts)
+	}
 }
 
 // fetchObserved reads the lab pool's observation with its releases from Ballast's admin API.
