@@ -24,7 +24,10 @@
 // and the figures are the runs' medians with "range": {"makespan_s":
 // [min, max], "throughput_rps": [min, max], "split_pct": ..., "runs": n}. Each row's goal is its
 // measured figure inside its range (Detail.RangeGoal states it with the width, and
-// Detail.Disturbed a row whose own flow stalls exceeded those of every run its range drew from). Those scenarios
+// Detail.Disturbed a row whose own flow stalls exceeded those of every run its range drew from,
+// Detail.OwnRange the model drawing the row's own run alone, a check of the model, and
+// Detail.DrewFrom which runs the range drew: in heterogeneous those nearest the row's own in
+// flow-stall share). Those scenarios
 // also run the advise check (advisecheck.go, Report.Advise): advise's best choice is measured
 // against the scenario's goal and its range for the seed's method against that row. `jitter`
 // measures the calibrations alone (the profiles of sim/profiles_data.go).

@@ -2,6 +2,7 @@ package lab
 
 import (
 	"cmp"
+	"math"
 	"slices"
 	"time"
 
@@ -10,9 +11,9 @@ import (
 )
 
 // Flow stalls: stretches of a traced run in which nothing came out of Ballast (no request
-// reached a backend, no response reached a client) although it held work (a request written
-// by the client and not yet at its backend, or a response the backend had written and the
-// client not yet read). The lab's stall probe sees only the lab process; Ballast's own
+// reached a backend, no response reached a client) although it held work (two or more
+// requests written by the client and not yet at their backend, or responses the backend had
+// written and the client not yet read: one alone is its own slow hop). The lab's stall probe sees only the lab process; Ballast's own
 // process, descheduled on a busy machine, stops every request through it at once, which
 // independent draws of each request's hops cannot do: a backend whose queue drains during it
 // idles, and a throughput row loses that time. They are measured on the lab's two clocks
@@ -34,12 +35,16 @@ const (
 	timerGrain   = time.Millisecond
 )
 
-// flowStalls returns the stalls of at least minLen in a traced run: stretches in which
+// flowStallsDrained returns the stalls of at least minLen in a traced run: stretches in which
 // nothing came out of Ballast (no arrival at a backend, no response read by a client) while it
-// held a request or a response, and stretches in which nothing happened on either of the lab's
-// clocks while a backend's response was overdue (its service ended more than timerGrain
-// before), merged where they overlap.
-func flowStalls(res *loadgen.Result, arrivals []backend.Arrival, minLen time.Duration) []stallAt {
+// held two or more requests or responses, and stretches in which nothing happened on either of
+// the lab's clocks while two or more backend responses were overdue (their service ended more
+// than timerGrain before), merged where they overlap. It returns each stall's drain too:
+// what Ballast held at a stall's end (requests on their way to a backend, responses on their
+// way to a client) comes out one after another, and the drain samples are the gaps between
+// consecutive outputs of those, from the stall's end, up to the next stall (the model spaces
+// the events a stall postponed by draws of them: sim.Jitter.Drain).
+func flowStallsDrained(res *loadgen.Result, arrivals []backend.Arrival, minLen time.Duration) ([]stallAt, []time.Duration) {
 	begin := res.Begin
 	type span struct{ arrived, due, done int64 }
 	first := map[int64]span{}
@@ -79,14 +84,45 @@ func flowStalls(res *loadgen.Result, arrivals []backend.Arrival, minLen time.Dur
 		}
 		merged = append(merged, s)
 	}
-	return merged
+	return merged, drains(merged, inBallast)
+}
+
+// drains returns, for each stall, the gaps between the outputs of what Ballast held at its
+// end (the intervals of pending open then), in order from its end, those before the next
+// stall's start only.
+func drains(stalls []stallAt, pending []interval) []time.Duration {
+	var out []time.Duration
+	var outs []int64
+	for i, s := range stalls {
+		end := int64(s.at + s.d)
+		limit := int64(math.MaxInt64)
+		if i+1 < len(stalls) {
+			limit = int64(stalls[i+1].at)
+		}
+		outs = outs[:0]
+		for _, p := range pending {
+			if p.start < end && p.end >= end && p.end < limit {
+				outs = append(outs, p.end)
+			}
+		}
+		slices.Sort(outs)
+		prev := end
+		for _, t := range outs {
+			out = append(out, time.Duration(t-prev))
+			prev = t
+		}
+	}
+	return out
 }
 
 type interval struct{ start, end int64 }
 
 // gapsWhilePending returns the stretches of at least minLen between consecutive progress
-// events in which some pending interval was open: from the later of the gap's start and the
-// earliest start of one still open at its end, to its end.
+// events in which at least two pending intervals were open: from the later of the gap's
+// start and the second earliest start of those still open at its end, to its end. A stretch
+// that held up one request alone is that request's own slow hop (a sparse run's forward of
+// a few milliseconds, say), which its hop sample holds already: counted as a stall too, the
+// model would draw it twice.
 func gapsWhilePending(progress []int64, pending []interval, minLen time.Duration) []stallAt {
 	if len(progress) < 2 || len(pending) == 0 {
 		return nil
@@ -94,14 +130,18 @@ func gapsWhilePending(progress []int64, pending []interval, minLen time.Duration
 	progress = slices.Clone(progress)
 	slices.Sort(progress)
 	pending = slices.Clone(pending)
-	// By end, with the smallest start among those ending at or after each.
+	// By end, with the second smallest start among those ending at or after each.
 	slices.SortFunc(pending, func(x, y interval) int { return cmp.Compare(x.end, y.end) })
-	minStart := make([]int64, len(pending))
+	secondStart := make([]int64, len(pending))
+	first, second := int64(math.MaxInt64), int64(math.MaxInt64)
 	for i := len(pending) - 1; i >= 0; i-- {
-		minStart[i] = pending[i].start
-		if i+1 < len(pending) {
-			minStart[i] = min(minStart[i], minStart[i+1])
+		switch s := pending[i].start; {
+		case s < first:
+			first, second = s, first
+		case s < second:
+			second = s
 		}
+		secondStart[i] = second
 	}
 	var out []stallAt
 	for k := 1; k < len(progress); k++ {
@@ -111,10 +151,10 @@ func gapsWhilePending(progress []int64, pending []interval, minLen time.Duration
 		}
 		// Nothing progressed in (p, q): what was pending then ends at q or later.
 		i, _ := slices.BinarySearchFunc(pending, q, func(x interval, t int64) int { return cmp.Compare(x.end, t) })
-		if i == len(pending) || minStart[i] >= q {
+		if i == len(pending) || secondStart[i] >= q {
 			continue
 		}
-		if from := max(p, minStart[i]); q-from >= int64(minLen) {
+		if from := max(p, secondStart[i]); q-from >= int64(minLen) {
 			out = append(out, stallAt{time.Duration(from), time.Duration(q - from)})
 		}
 	}

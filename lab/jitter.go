@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"ballast/advise"
@@ -53,10 +54,14 @@ type hopSamples struct {
 	handoff   []time.Duration
 	oneSender bool
 	// first holds the same for the first requests of the run (one per client connection),
-	// while Ballast is fresh from its start; the main fields hold the rest.
-	first *hopSamples
-	// stalls are the run's flow stalls (flowStalls, since begin) over its span.
+	// while Ballast is fresh from its start; recovery the hops of the others that began
+	// within recoveryFor after a flow stall's end (sim.Jitter.Recovery); the main fields hold
+	// the rest.
+	first, recovery *hopSamples
+	// stalls are the run's flow stalls (flowStallsDrained, since begin) over its span; drain the
+	// gaps between the outputs of what they held, after their ends (flowStallsDrained).
 	stalls []stallAt
+	drain  []time.Duration
 	begin  time.Time
 	span   time.Duration
 }
@@ -81,6 +86,18 @@ func (h hopSamples) jitter() *sim.Jitter {
 		Send: at(h.send), ToPick: at(h.toPick), Forward: at(forward),
 		Connect: at(connect), Overshoot: at(h.overshoot), Return: at(h.ret),
 		Deliver: at(h.deliver), Handoff: at(h.handoff), OneSender: h.oneSender,
+	}
+	if r := h.recovery; r != nil && len(h.stalls) > 0 {
+		or := func(xs, steady []time.Duration) sim.Dist {
+			if len(xs) == 0 {
+				return at(steady)
+			}
+			return at(xs)
+		}
+		j.Recovery = &sim.Hops{Send: or(r.send, h.send), ToPick: or(r.toPick, h.toPick), Forward: or(r.forward, forward),
+			Return: or(r.ret, h.ret), Deliver: or(r.deliver, h.deliver)}
+		j.RecoveryFor = recoveryFor
+		j.RecoveryOvershoot = or(r.overshoot, h.overshoot)
 	}
 	if f := h.first; f != nil && len(f.send) > 0 {
 		ff := f.forward
@@ -154,16 +171,12 @@ func tracedRun(ctx context.Context, o Options, spec PoolSpec, srvs []*backend.Se
 // tracedLoads is tracedRun for several loads one after the other on one Ballast. Ballast's
 // ring keeps the last 4096 releases, so a longer load is matched on its end.
 func tracedLoads(ctx context.Context, o Options, spec PoolSpec, srvs []*backend.Server, loads []loadgen.Options) ([]*loadgen.Result, []time.Duration, []Calibration, error) {
-	port, err := freePort()
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	spec.Admin = "127.0.0.1:" + strconv.Itoa(port)
-	p, err := StartBallast(ctx, o.Ballast, spec, 60*time.Second)
+	p, err := startWithAdmin(ctx, o, spec)
 	if err != nil {
 		return nil, nil, nil, err
 	}
 	defer p.Close()
+	spec.Admin = p.admin
 	var ress []*loadgen.Result
 	var cpus []time.Duration
 	var cals []Calibration
@@ -196,6 +209,36 @@ func tracedLoads(ctx context.Context, o Options, spec PoolSpec, srvs []*backend.
 		s.StopTrace()
 	}
 	return ress, cpus, cals, nil
+}
+
+// adminProxy is a started Ballast with the address of its admin listener.
+type adminProxy struct {
+	Proxy
+	admin string
+}
+
+// adminAttempts bounds the starts of a Ballast whose admin port, free when picked, was taken
+// by another process of the machine before Ballast bound it.
+const adminAttempts = 3
+
+// startWithAdmin starts Ballast for spec with an admin listener on a free loopback port, on
+// another port when the one picked was taken in between (up to adminAttempts starts).
+func startWithAdmin(ctx context.Context, o Options, spec PoolSpec) (*adminProxy, error) {
+	for attempt := 1; ; attempt++ {
+		port, err := freePort()
+		if err != nil {
+			return nil, err
+		}
+		spec.Admin = "127.0.0.1:" + strconv.Itoa(port)
+		p, err := StartBallast(ctx, o.Ballast, spec, 60*time.Second)
+		if err == nil {
+			return &adminProxy{p, spec.Admin}, nil
+		}
+		if attempt >= adminAttempts || !strings.Contains(err.Error(), "address already in use") || ctx.Err() != nil {
+			return nil, err
+		}
+		o.logf("%v (attempt %d of %d); again on another port", err, attempt, adminAttempts)
+	}
 }
 
 // fetchObserved reads the lab pool's observation with its releases from Ballast's admin API.
@@ -256,7 +299,7 @@ func measureJitter(res *loadgen.Result, arrivals []backend.Arrival, rels []advis
 			bySeq[as[m[0]].Seq] = matched{as[m[0]], relsBy[name][m[1]]}
 		}
 	}
-	h := hopSamples{oneSender: oneSender, first: &hopSamples{}}
+	h := hopSamples{oneSender: oneSender, first: &hopSamples{}, recovery: &hopSamples{}}
 	type pick struct {
 		seq int64
 		at  int64
@@ -264,7 +307,8 @@ func measureJitter(res *loadgen.Result, arrivals []backend.Arrival, rels []advis
 	var picks []pick
 	waited, handoffs := backlogWaits(res, bySeq, rels, backlog)
 	h.handoff = handoffs
-	h.stalls, h.begin, h.span = flowStalls(res, arrivals, flowStallMin), res.Begin, time.Duration(res.Seconds*float64(time.Second))
+	h.stalls, h.drain = flowStallsDrained(res, arrivals, flowStallMin)
+	h.begin, h.span = res.Begin, time.Duration(res.Seconds*float64(time.Second))
 	for _, e := range res.Trace {
 		m, ok := bySeq[e.Index]
 		if !ok || !e.OK {
@@ -274,24 +318,40 @@ func measureJitter(res *loadgen.Result, arrivals []backend.Arrival, rels []advis
 		t2 := rel(m.a.Arrived)
 		t3 := rel(m.a.Done)
 		t4 := m.r.AtNs - beginUnix
-		g := &h
-		if e.Index < int64(res.Options.C) {
-			g = h.first
+		// Each hop goes with the samples of the phase it began in (the model draws a hop when
+		// it begins): the start-up, the recovery from a flow stall, or the steady state.
+		g := func(began int64) *hopSamples {
+			switch {
+			case e.Index < int64(res.Options.C):
+				return h.first
+			case recovering(h.stalls, began):
+				return h.recovery
+			}
+			return &h
 		}
-		g.send = append(g.send, pos(e.Sent-e.Start))
+		gs := g(e.Start) // the model draws send and to-pick when the client takes the request
+		gs.send = append(gs.send, pos(e.Sent-e.Start))
 		if !waited[e.Index] {
-			g.toPick = append(g.toPick, pos(t1-e.Sent))
+			gs.toPick = append(gs.toPick, pos(t1-e.Sent))
 		}
 		if m.a.FreshConn {
 			h.fresh = append(h.fresh, pos(t2-t1)) // connects: all of them, start-up or not
 		} else {
-			g.forward = append(g.forward, pos(t2-t1))
+			gf := g(t1)
+			gf.forward = append(gf.forward, pos(t2-t1))
 		}
 		if m.a.Service > 0 {
-			h.overshoot = append(h.overshoot, pos(t3-rel(m.a.Started)-int64(m.a.Service)))
+			due := rel(m.a.Started) + int64(m.a.Service)
+			g := &h
+			if e.Index >= int64(res.Options.C) && recovering(h.stalls, due) {
+				g = h.recovery
+			}
+			g.overshoot = append(g.overshoot, pos(t3-due))
 		}
-		g.ret = append(g.ret, pos(t4-t3))
-		g.deliver = append(g.deliver, pos(e.Done-t4))
+		gr := g(t3)
+		gr.ret = append(gr.ret, pos(t4-t3))
+		gd := g(t4)
+		gd.deliver = append(gd.deliver, pos(e.Done-t4))
 		picks = append(picks, pick{e.Index, t1})
 	}
 	slowest := slowestRequest(res, bySeq, beginUnix)
@@ -307,6 +367,26 @@ func measureJitter(res *loadgen.Result, arrivals []backend.Arrival, rels []advis
 		}
 	}
 	return Calibration{Jitter: h.jitter(), Samples: len(picks), Inversions: inv, Slowest: slowest, hops: h}, nil
+}
+
+// recoveryFor is how long after a flow stall's end a hop counts as the recovery's: on this
+// machine (2026-12-02, a traced ewma run without keep-alive, load 1) backend A idled 182 ms
+// of its workers' time, 89 ms inside the run's 90 flow stalls and 71 ms within 1 ms after
+// their ends (84 ms within 2 ms): the requests a stall held reach the clients one by one,
+// which connect again and are forwarded by a Ballast catching up, slower than in the
+// steady state.
+const recoveryFor = 2 * time.Millisecond
+
+// recovering reports whether t (since the run's begin) lies within recoveryFor after the end
+// of one of stalls (in order, not overlapping) and inside none.
+func recovering(stalls []stallAt, t int64) bool {
+	k, _ := slices.BinarySearchFunc(stalls, time.Duration(t), func(s stallAt, t time.Duration) int { return cmp.Compare(s.at, t+1) })
+	if k == 0 { // no stall began at or before t
+		return false
+	}
+	s := stalls[k-1]
+	end := s.at + s.d
+	return time.Duration(t) >= end && time.Duration(t)-end < recoveryFor
 }
 
 // minBacklogWait is how long after its send a release must come for the request to count as

@@ -469,6 +469,11 @@ func TestScenariosQuick(t *testing.T) {
 					if g == nil || g.Runs < 10 || g.MakespanS[0] > g.MakespanS[1] || g.ThroughputRPS[0] > g.ThroughputRPS[1] || r.Detail.RangeGoal == "" {
 						t.Errorf("%s: range %+v, goal %q", r.Algorithm, g, r.Detail.RangeGoal)
 					}
+					// A traced row (its jitter on record) has the model's check on its own run.
+					if o := r.Detail.OwnRange; r.Detail.Jitter != "" && !strings.Contains(r.Algorithm, "backlog") && !strings.Contains(r.Algorithm, "hedge") && !strings.Contains(r.Algorithm, "(advise)") &&
+						(o == nil || o.Runs != g.Runs || o.MakespanS[0] > o.MakespanS[1] || o.MakespanS[0] <= 0) {
+						t.Errorf("%s: own-run range %+v", r.Algorithm, o)
+					}
 				}
 				a := rep.Advise
 				if a == nil {
@@ -489,6 +494,16 @@ func TestScenariosQuick(t *testing.T) {
 				}
 				if sqf.Predicted.ThroughputRPS <= 0 || random.Seed.ThroughputRPS != 2122 {
 					t.Errorf("missing prediction or seed: %+v %+v", sqf.Predicted, random.Seed)
+				}
+				// Every traced row's range drew the half of its load's eight other measured
+				// runs nearest its own in flow-stall share, and says so.
+				for _, r := range rep.Results {
+					if strings.Contains(r.Algorithm, "(advise)") {
+						continue
+					}
+					if d := r.Detail.DrewFrom; !strings.HasPrefix(d, "4 measured runs") || !strings.Contains(d, "the nearest to it of 8") {
+						t.Errorf("%s: drew from %q, want 4 of 8 runs", r.Algorithm, d)
+					}
 				}
 			case "slow-backend":
 				rr, busy := byLabel(t, rep, "byrequests"), byLabel(t, rep, "bybusyness")

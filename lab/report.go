@@ -106,6 +106,15 @@ type Detail struct {
 	// its prediction drew from (its flow stalls took a larger share of its time than in any of
 	// them): a miss of such a row is stated as disturbed, and still counted as a miss.
 	Disturbed string `json:"disturbed,omitempty"`
+	// OwnRange is the model's range with every run drawing the row's own measured run alone
+	// (its hops, flow stalls, drain and recovery): not a prediction (the row's own
+	// measurement feeds it) but a check of the model. When it holds the measured figure and
+	// the prediction does not, the row ran unlike every run its range drew from; when it
+	// misses too, the model misses something of that run.
+	OwnRange *FigureRange `json:"own_range,omitempty"`
+	// DrewFrom says which measured runs the row's range drew from (how many, their flow-stall
+	// shares, and the row's own).
+	DrewFrom string `json:"drew_from,omitempty"`
 	// Jitter is the delays measured on this row's own requests (seed 001's rows), to hold
 	// against the calibration the prediction drew from.
 	Jitter string `json:"jitter,omitempty"`
@@ -354,6 +363,17 @@ func judgeRange(m Metric, row *Result) (inside, judged bool) {
 	}
 	if !inside && row.Detail.Disturbed != "" {
 		row.Detail.RangeGoal += "; disturbed: " + row.Detail.Disturbed
+	}
+	if own := row.Detail.OwnRange; !inside && own != nil {
+		org := own.ThroughputRPS
+		if m == Makespan {
+			org = own.MakespanS
+		}
+		verdict := "holds it: a run unlike those its range drew from"
+		if x < org[0] || x > org[1] {
+			verdict = "misses it too"
+		}
+		row.Detail.RangeGoal += fmt.Sprintf("; its own run in the model ["+f+", "+f+"] %s", org[0], org[1], verdict)
 	}
 	row.Detail.InRange = &inside
 	return inside, true

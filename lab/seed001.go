@@ -34,6 +34,10 @@ func runHeterogeneous(ctx context.Context, o Options, r *Report) error {
 	r.Metric = Throughput
 	preds := newPredictions(o)
 	defer preds.stopOnce()
+	// Eight measured runs per load, 8 to 25 s each, whose flow stalls differ with the
+	// machine's load over minutes: a row's range draws those nearest its own run in
+	// flow-stall share, not the busiest and the calmest alike.
+	preds.nearest = true
 	srvs, ts, closeAll, err := localBackends(heteroCfgs...)
 	if err != nil {
 		return err
@@ -157,7 +161,7 @@ func runHeterogeneous(ctx context.Context, o Options, r *Report) error {
 	r.Notes = append(r.Notes, "load: keep-alive -c 16 -n "+strconv.FormatInt(nKA, 10)+", then -c 16 -n "+strconv.FormatInt(nClose, 10)+" without keep-alive (client side; Ballast keeps its backend connections); max_conns 32 per backend",
 		"jitter, keep-alive rows (the last of three calibrations): "+calKA.String(),
 		"jitter, rows without keep-alive (the last of three): "+calClose.String(),
-		"each row's prediction draws, run by run, the delays of one of the three calibrations of its load or of the other rows of that load (never its own: details.json has each row's); the model runs at most 20000 requests (the steady state's rate), makespans scaled to the row's")
+		"each row's prediction draws, run by run, the delays of one of the three calibrations of its load or of the other rows of that load (never its own: details.json has each row's), of those the half nearest the row's own run in flow-stall share, at least three: always the nearest as calm as it and the nearest as disturbed, then the nearest others (details.json: drew_from); the model runs at most 20000 requests (the steady state's rate), makespans scaled to the row's")
 	if err := preds.finish(r); err != nil {
 		return err
 	}
@@ -171,20 +175,32 @@ func msDuration(ms float64) time.Duration { return time.Duration(ms * float64(ti
 
 // rangeNote counts the rows measured inside their predicted range.
 func rangeNote(r *Report) string {
-	in, n, disturbed := 0, 0, 0
+	in, n, disturbed, ownHeld, ownJudged := 0, 0, 0, 0, 0
 	for i := range r.Results {
-		if ok, judged := judgeRange(r.Metric, &r.Results[i]); judged {
+		row := &r.Results[i]
+		if ok, judged := judgeRange(r.Metric, row); judged {
 			n++
 			if ok {
 				in++
-			} else if r.Results[i].Detail.Disturbed != "" {
+				continue
+			}
+			if row.Detail.Disturbed != "" {
 				disturbed++
+			}
+			if row.Detail.OwnRange != nil {
+				ownJudged++
+				if strings.Contains(row.Detail.RangeGoal, "own run in the model") && !strings.Contains(row.Detail.RangeGoal, "misses it too") {
+					ownHeld++
+				}
 			}
 		}
 	}
 	dist := ""
 	if disturbed > 0 {
 		dist = fmt.Sprintf(" (%d of the %d outside ran disturbed: flow stalls took a larger share of their time than in any measured run their range drew from)", disturbed, n-in)
+	}
+	if ownJudged > 0 {
+		dist += fmt.Sprintf("; of the %d outside with a run of their own, the model drawing that run alone holds %d", ownJudged, ownHeld)
 	}
 	return fmt.Sprintf("%d of %d rows measured inside the predicted range (the goal: all)%s; each range is the model's smallest and largest figure over %d runs with different seeds, each run drawing every request's delays from those measured in this scenario (the jitter notes) and the stalls",
 		in, n, dist, runsOf(r))

@@ -104,6 +104,7 @@ func withStalls(j *sim.Jitter, h hopSamples, probe []stallAt, window time.Durati
 	}
 	if c.StallRate > 0 {
 		c.Stall = sim.DistAt(all, sim.TailP)
+		c.Drain = sim.DistAt(h.drain, sim.TailP)
 	}
 	return &c
 }
@@ -156,6 +157,9 @@ type predictions struct {
 	once   sync.Once
 	stalls []stallAt
 	window time.Duration
+	// nearest: a traced row's range draws only the measured runs nearest its own in
+	// flow-stall share (nearestRuns), not every one of its group.
+	nearest bool
 }
 
 type predJob struct {
@@ -208,9 +212,17 @@ func (p *predictions) jitters(job predJob, stalls []stallAt, window time.Duratio
 	var out []*sim.Jitter
 	handoffs := p.handoffsFor(job)
 	stalls = p.probeOutside(stalls)
-	for _, h := range p.cal[job.group] {
+	for _, h := range p.drawnRuns(job) {
 		out = append(out, withHandoff(withStalls(h.jitter(), h, stalls, window), handoffs))
 	}
+	return out
+}
+
+// drawnRuns are the measured runs the job's range draws from: its group's calibrations and
+// other traced rows, in a fixed order; with nearest, of those only the ones nearestRuns picks
+// for the job's own run's flow-stall share (all of them for a row with no run of its own).
+func (p *predictions) drawnRuns(job predJob) []hopSamples {
+	runs := slices.Clone(p.cal[job.group])
 	labels := make([]string, 0, len(p.rows[job.group]))
 	for l := range p.rows[job.group] {
 		labels = append(labels, l)
@@ -218,8 +230,64 @@ func (p *predictions) jitters(job predJob, stalls []stallAt, window time.Duratio
 	slices.Sort(labels) // the same order every time
 	for _, l := range labels {
 		if l != job.label {
-			h := p.rows[job.group][l]
-			out = append(out, withHandoff(withStalls(h.jitter(), h, stalls, window), handoffs))
+			runs = append(runs, p.rows[job.group][l])
+		}
+	}
+	own, ok := p.rows[job.group][job.label]
+	if !p.nearest || !ok || own.span <= 0 {
+		return runs
+	}
+	shares := make([]float64, len(runs))
+	for i, h := range runs {
+		shares[i] = stallShare(h)
+	}
+	var out []hopSamples
+	for _, i := range nearestRuns(shares, stallShare(own), nearestCount(len(runs))) {
+		out = append(out, runs[i])
+	}
+	return out
+}
+
+// nearestCount is how many of m measured runs a range drawn by flow-stall share takes: half,
+// and at least three (all when there are fewer).
+func nearestCount(m int) int { return min(m, max(3, (m+1)/2)) }
+
+// nearestRuns returns the indexes (in order) of the k runs whose flow-stall shares are
+// nearest own: first the nearest at or below it and the nearest at or above it, so that the
+// range spans the row's own condition whenever a measured run was as calm and one as
+// disturbed, then the nearest others (ties to the lower index).
+func nearestRuns(shares []float64, own float64, k int) []int {
+	k = min(k, len(shares))
+	picked := make([]bool, len(shares))
+	below, above := -1, -1
+	for i, x := range shares {
+		if x <= own && (below < 0 || x > shares[below]) {
+			below = i
+		}
+		if x >= own && (above < 0 || x < shares[above]) {
+			above = i
+		}
+	}
+	n := 0
+	for _, i := range []int{below, above} {
+		if i >= 0 && !picked[i] && n < k {
+			picked[i] = true
+			n++
+		}
+	}
+	for ; n < k; n++ {
+		best := -1
+		for i, x := range shares {
+			if !picked[i] && (best < 0 || abs(x-own) < abs(shares[best]-own)) {
+				best = i
+			}
+		}
+		picked[best] = true
+	}
+	var out []int
+	for i, ok := range picked {
+		if ok {
+			out = append(out, i)
 		}
 	}
 	return out
@@ -284,22 +352,40 @@ func (p *predictions) resolve(r *Report) (string, error) {
 	stalls, window := p.stop()
 	began := time.Now()
 	runs := 0
+	outside := p.probeOutside(stalls)
 	for _, job := range p.jobs {
 		f, err := predict(p.o, job.sc, job.alg, p.jitters(job, stalls, window))
 		if err != nil {
 			return "", err
 		}
 		runs += f.Range.Runs
-		if job.requests > 0 && job.sc.Requests > 0 && job.requests != job.sc.Requests {
-			k := float64(job.requests) / float64(job.sc.Requests)
-			f.MakespanS *= k
-			f.Range.MakespanS[0] *= k
-			f.Range.MakespanS[1] *= k
+		scale := func(f *Figures) {
+			if job.requests > 0 && job.sc.Requests > 0 && job.requests != job.sc.Requests {
+				k := float64(job.requests) / float64(job.sc.Requests)
+				f.MakespanS *= k
+				f.Range.MakespanS[0] *= k
+				f.Range.MakespanS[1] *= k
+			}
+		}
+		scale(&f)
+		// The check of the model: the same runs drawing the row's own run alone.
+		var ownRange *FigureRange
+		if own, ok := p.rows[job.group][job.label]; ok && own.span > 0 {
+			j := withHandoff(withStalls(own.jitter(), own, outside, window), p.handoffsFor(job))
+			fo, err := predict(p.o, job.sc, job.alg, []*sim.Jitter{j})
+			if err != nil {
+				return "", err
+			}
+			runs += fo.Range.Runs
+			scale(&fo)
+			ownRange = fo.Range
 		}
 		for i := range r.Results {
 			if r.Results[i].Algorithm == job.label {
+				r.Results[i].Detail.OwnRange = ownRange
 				r.Results[i].Predicted = f
 				r.Results[i].Detail.Disturbed = p.disturbed(job)
+				r.Results[i].Detail.DrewFrom = p.drewFrom(job)
 			}
 		}
 	}
@@ -329,18 +415,34 @@ func (p *predictions) disturbed(job predJob) string {
 		return ""
 	}
 	most := 0.0
-	for _, h := range p.cal[job.group] {
+	for _, h := range p.drawnRuns(job) {
 		most = max(most, stallShare(h))
-	}
-	for l, h := range p.rows[job.group] {
-		if l != job.label {
-			most = max(most, stallShare(h))
-		}
 	}
 	if x := stallShare(own); x > most {
 		return fmt.Sprintf("flow stalls %.2f%% of its run, more than in every run its range drew from (at most %.2f%%)", 100*x, 100*most)
 	}
 	return ""
+}
+
+// drewFrom says which measured runs the job's range drew from, by flow-stall share.
+func (p *predictions) drewFrom(job predJob) string {
+	runs := p.drawnRuns(job)
+	if len(runs) == 0 {
+		return ""
+	}
+	lo, hi := stallShare(runs[0]), stallShare(runs[0])
+	for _, h := range runs {
+		lo, hi = min(lo, stallShare(h)), max(hi, stallShare(h))
+	}
+	s := fmt.Sprintf("%d measured runs, flow stalls %.2f-%.2f%% of their time", len(runs), 100*lo, 100*hi)
+	if own, ok := p.rows[job.group][job.label]; ok && own.span > 0 {
+		s += fmt.Sprintf(" (its own run %.2f%%", 100*stallShare(own))
+		if p.nearest {
+			s += fmt.Sprintf("; the nearest to it of %d", len(p.cal[job.group])+len(p.rows[job.group])-1)
+		}
+		s += ")"
+	}
+	return s
 }
 
 // flowNote summarises the flow stalls of the measured runs.
@@ -369,6 +471,6 @@ func (p *predictions) flowNote() string {
 			add(h)
 		}
 	}
-	return fmt.Sprintf("flow stalls of at least %v (nothing came out of Ballast while it held a request or a response, or nothing happened in the lab while a backend's response was overdue) in the %d measured runs: %.2f to %.2f/s (%s), each model run drawing those of the measured run it takes",
+	return fmt.Sprintf("flow stalls of at least %v (nothing came out of Ballast while it held two or more requests or responses, or nothing happened in the lab while two or more backend responses were overdue) in the %d measured runs: %.2f to %.2f/s (%s), each model run drawing those of the measured run it takes",
 		flowStallMin, n, lo, hi, sim.DistAt(all, sim.TailP))
 }

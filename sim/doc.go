@@ -39,7 +39,9 @@
 //     timer overshoot, back to the balancer (which frees the slot then) and to the client;
 //     a request the backlog hands a freed slot to leaves Handoff after the release (its
 //     goroutine waking up in Ballast), before its forward; the first Concurrency requests draw start-up hops of their own; machine stalls at a rate
-//     hold every event but a service's end until they are over. Distributions are empirical
+//     hold every event but a service's end until they are over, then let them out one after
+//     another (Drain), and the hops that begin just after one draw slower delays of their own
+//     (Recovery, RecoveryOvershoot, for RecoveryFor). Distributions are empirical
 //     (Dist: quantiles, TailP's in the tail). The zero Jitter is the ideal machine and gives
 //     exactly the figures without one.
 //

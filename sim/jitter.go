@@ -229,6 +229,20 @@ type Jitter struct {
 	// time: a late timer delays the response, not the next request's service).
 	StallRate float64 `json:"stall_rate,omitempty"`
 	Stall     Dist    `json:"stall,omitempty"`
+	// Drain is how a stall ends: what it held comes out one event after another, not all
+	// at its end (the balancer, back on a CPU, forwards and returns them one by one while
+	// the clients it answered connect again). The k-th event postponed by a stall happens at
+	// its end plus the sum of k draws of Drain (zero: all at its end).
+	Drain Dist `json:"drain,omitzero"`
+	// Recovery, when set, replaces Send, ToPick, Forward, Return and Deliver for a hop that
+	// begins within RecoveryFor after a stall's end: the balancer and the clients catch up
+	// on what the stall held at once, on the same CPUs, and their hops are slower than in
+	// the steady state (a backend whose queue the stall drained idles until they are done).
+	// RecoveryOvershoot, when set, replaces Overshoot for a service that ends then (the
+	// emulated backends' late timers, in a process catching up too).
+	Recovery          *Hops         `json:"recovery,omitempty"`
+	RecoveryOvershoot Dist          `json:"recovery_overshoot,omitzero"`
+	RecoveryFor       time.Duration `json:"recovery_for,omitempty"`
 	// Source says where the figures come from (a measurement, its date and load).
 	Source string `json:"source,omitempty"`
 }
@@ -246,14 +260,18 @@ func (h *Hops) isZero() bool {
 	return h == nil || h.Send.IsZero() && h.ToPick.IsZero() && h.Forward.IsZero() && h.Return.IsZero() && h.Deliver.IsZero()
 }
 
-// hops returns the delays request idx of a run with concurrency c draws.
-func (j *Jitter) hops(idx, c int) Hops {
+// hops returns the delays request idx of a run with concurrency c draws for a hop that
+// begins recovering (within RecoveryFor after a stall's end) or not.
+func (j *Jitter) hops(idx, c int, recovering bool) Hops {
 	n := j.FirstN
 	if n == 0 {
 		n = c
 	}
 	if j.First != nil && idx < n {
 		return *j.First
+	}
+	if recovering && j.Recovery != nil {
+		return *j.Recovery
 	}
 	return Hops{Send: j.Send, ToPick: j.ToPick, Forward: j.Forward, Return: j.Return, Deliver: j.Deliver}
 }
@@ -269,17 +287,23 @@ func (j *Jitter) validate() error {
 		name string
 		d    Dist
 	}{{"send", j.Send}, {"to_pick", j.ToPick}, {"forward", j.Forward}, {"connect", j.Connect}, {"overshoot", j.Overshoot},
-		{"return", j.Return}, {"deliver", j.Deliver}, {"handoff", j.Handoff}} {
+		{"return", j.Return}, {"deliver", j.Deliver}, {"handoff", j.Handoff}, {"drain", j.Drain}, {"recovery_overshoot", j.RecoveryOvershoot}} {
 		if err := f.d.validate(); err != nil {
 			return fmt.Errorf("jitter %s: %w", f.name, err)
 		}
 	}
-	if h := j.First; h != nil {
+	for name, h := range map[string]*Hops{"first": j.First, "recovery": j.Recovery} {
+		if h == nil {
+			continue
+		}
 		for _, d := range []Dist{h.Send, h.ToPick, h.Forward, h.Return, h.Deliver} {
 			if err := d.validate(); err != nil {
-				return fmt.Errorf("jitter first: %w", err)
+				return fmt.Errorf("jitter %s: %w", name, err)
 			}
 		}
+	}
+	if j.RecoveryFor < 0 || j.RecoveryFor > maxRecovery {
+		return fmt.Errorf("jitter recovery_for %v outside [0, %v]", j.RecoveryFor, maxRecovery)
 	}
 	if j.FirstN < 0 || j.FirstN > maxRequests {
 		return fmt.Errorf("jitter first_n %d outside [0, %d]", j.FirstN, maxRequests)
@@ -290,8 +314,12 @@ func (j *Jitter) validate() error {
 	return j.Stall.validate()
 }
 
-// maxStallRate bounds the stalls per second, so that a stall timeline stays small.
-const maxStallRate = 1000
+// maxStallRate bounds the stalls per second, so that a stall timeline stays small;
+// maxRecovery bounds RecoveryFor.
+const (
+	maxStallRate = 1000
+	maxRecovery  = time.Second
+)
 
 // String describes j in one line per delay.
 func (j *Jitter) String() string {
@@ -314,6 +342,12 @@ func (j *Jitter) String() string {
 	}
 	if j.StallRate > 0 {
 		fmt.Fprintf(&b, "stalls %.2f/s of %s; ", j.StallRate, j.Stall)
+		if !j.Drain.IsZero() {
+			fmt.Fprintf(&b, "drained at %s per event; ", j.Drain)
+		}
+		if h := j.Recovery; h != nil && j.RecoveryFor > 0 {
+			fmt.Fprintf(&b, "hops within %v after a stall: send %s, to pick %s, forward %s, overshoot %s, return %s, deliver %s; ", j.RecoveryFor, h.Send, h.ToPick, h.Forward, j.RecoveryOvershoot, h.Return, h.Deliver)
+		}
 	}
 	if j.OneSender {
 		b.WriteString("one sender")
@@ -348,9 +382,13 @@ func gamma(r *rand.Rand, shape, scale float64) float64 {
 type stalls struct {
 	rate    float64
 	length  Dist
+	drain   Dist // Jitter.Drain
 	r       *rand.Rand
 	next    time.Duration   // start of the next stall not yet drawn
 	windows []time.Duration // merged [start, end) pairs, in order
+	// drained is, per window (by the index of its start in windows), how far past its end
+	// the next event it postpones comes out.
+	drained map[int]time.Duration
 }
 
 // after returns t, or the end of the stall t falls in (and of any stall that began before
@@ -365,7 +403,18 @@ func (s *stalls) after(t time.Duration) time.Duration {
 	}
 }
 
-func (s *stalls) once(t time.Duration) time.Duration {
+// recovering reports whether t lies within w after the end of a stall (and in none).
+func (s *stalls) recovering(t, w time.Duration) bool {
+	if w <= 0 {
+		return false
+	}
+	s.upTo(t)
+	k, _ := slices.BinarySearch(s.windows, t+1) // the window bounds at or before t
+	return k > 0 && k%2 == 0 && t-s.windows[k-1] < w
+}
+
+// upTo draws the stalls that start at or before t.
+func (s *stalls) upTo(t time.Duration) {
 	for s.next <= t {
 		start := s.next
 		end := start + s.length.draw(s.r)
@@ -376,10 +425,22 @@ func (s *stalls) once(t time.Duration) time.Duration {
 		}
 		s.next = start + time.Duration(s.r.ExpFloat64()/s.rate*float64(time.Second))
 	}
+}
+
+func (s *stalls) once(t time.Duration) time.Duration {
+	s.upTo(t)
 	// The last window starting at or before t.
 	k, _ := slices.BinarySearch(s.windows, t+1)
 	if k%2 == 1 { // inside [windows[k-1], windows[k])
-		return s.windows[k]
+		if s.drain.IsZero() {
+			return s.windows[k]
+		}
+		if s.drained == nil {
+			s.drained = map[int]time.Duration{}
+		}
+		d := s.drained[k] + s.drain.draw(s.r)
+		s.drained[k] = d
+		return s.windows[k] + d
 	}
 	return t
 }

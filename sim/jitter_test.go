@@ -380,3 +380,76 @@ func TestProfilesDrawTheHandoff(t *testing.T) {
 		t.Fatal("no catalogue scenario has a backlog")
 	}
 }
+
+// TestStallDrain: the events a stall postpones come out one after another, each a drain draw
+// after the one before, not all at its end; without a drain all at its end.
+func TestStallDrain(t *testing.T) {
+	mk := func(drain time.Duration) *stalls {
+		s := &stalls{rate: 1e-9, length: Dist{Q: []time.Duration{10}}, r: rand.New(rand.NewPCG(3, 4)), next: 100}
+		if drain > 0 {
+			s.drain = Dist{Q: []time.Duration{drain}}
+		}
+		return s
+	}
+	s := mk(0)
+	for i, at := range []time.Duration{101, 102, 109} {
+		if got := s.after(at); got != 110 {
+			t.Errorf("no drain: event %d at %v comes out at %v, want 110", i, at, got)
+		}
+	}
+	s = mk(3)
+	for i, at := range []time.Duration{101, 109, 102} {
+		if got, want := s.after(at), 110+3*time.Duration(i+1); got != want {
+			t.Errorf("drain 3: event %d at %v comes out at %v, want %v", i, at, got, want)
+		}
+	}
+	if got := s.after(130); got != 130 {
+		t.Errorf("after the stall: %v, want 130", got)
+	}
+	// In a run: a stall over a burst of requests ends later with a drain than without.
+	ms := time.Millisecond
+	sc := Scenario{Name: "t", Concurrency: 16, Requests: 2000, Backends: []Backend{{ID: "A", Workers: 4, Service: Fixed(ms)}}}
+	sc.Jitter = &Jitter{Send: Dist{Q: []time.Duration{100 * time.Microsecond}}, StallRate: 50, Stall: Dist{Q: []time.Duration{3 * ms}}}
+	plain := runScenario(t, sc, "roundrobin").Makespan
+	sc.Jitter.Drain = Dist{Q: []time.Duration{200 * time.Microsecond}}
+	if drained := runScenario(t, sc, "roundrobin").Makespan; drained <= plain {
+		t.Errorf("makespan with a 200 µs drain per event %v, not longer than without %v", drained, plain)
+	}
+}
+
+// TestStallRecovery: a hop that begins within RecoveryFor after a stall's end draws the
+// recovery's delays; one later, the steady state's; none without stalls.
+func TestStallRecovery(t *testing.T) {
+	s := &stalls{rate: 1e-9, length: Dist{Q: []time.Duration{10}}, r: rand.New(rand.NewPCG(3, 4)), next: 100}
+	for _, c := range []struct {
+		at   time.Duration
+		want bool
+	}{{50, false}, {105, false}, {110, true}, {114, true}, {115, false}, {200, false}} {
+		if got := s.recovering(c.at, 5); got != c.want {
+			t.Errorf("recovering(%v) within 5 after [100, 110): %v, want %v", c.at, got, c.want)
+		}
+	}
+	ms := time.Millisecond
+	sc := Scenario{Name: "t", Concurrency: 8, Requests: 4000, Backends: []Backend{{ID: "A", Workers: 2, Service: Fixed(ms)}}}
+	sc.Jitter = &Jitter{Send: Dist{Q: []time.Duration{50 * time.Microsecond}}, StallRate: 20, Stall: Dist{Q: []time.Duration{5 * ms}}}
+	plain := runScenario(t, sc, "roundrobin").Makespan
+	sc.Jitter.Recovery = &Hops{Send: Dist{Q: []time.Duration{2 * ms}}}
+	if r := runScenario(t, sc, "roundrobin").Makespan; r != plain {
+		t.Errorf("recovery hops without RecoveryFor: makespan %v, want %v", r, plain)
+	}
+	sc.Jitter.RecoveryFor = 3 * ms
+	slow := runScenario(t, sc, "roundrobin").Makespan
+	if slow <= plain+10*ms { // some 40 stalls, each followed by sends of 2 ms
+		t.Errorf("makespan with slow sends after each stall %v, want well over %v", slow, plain)
+	}
+	sc.Jitter.StallRate = 0
+	sc.Jitter.Stall = Dist{}
+	base := runScenario(t, sc, "roundrobin").Makespan
+	sc.Jitter.Recovery = nil
+	if again := runScenario(t, sc, "roundrobin").Makespan; again != base {
+		t.Errorf("without stalls the recovery is never drawn: %v vs %v", base, again)
+	}
+	if err := (&Jitter{RecoveryFor: 2 * time.Second}).validate(); err == nil {
+		t.Error("a recovery of 2 s validated")
+	}
+}

@@ -229,7 +229,7 @@ func newEngine(sc Scenario) *engine {
 		e.jitRand = rand.New(rand.NewPCG(sc.RandSeed, 0x2545f4914f6cdd1d))
 		if j := sc.Jitter; j.StallRate > 0 && !j.Stall.IsZero() {
 			r := rand.New(rand.NewPCG(sc.RandSeed, 0x94d049bb133111eb))
-			e.stall = &stalls{rate: j.StallRate, length: j.Stall, r: r,
+			e.stall = &stalls{rate: j.StallRate, length: j.Stall, drain: j.Drain, r: r,
 				next: time.Duration(r.ExpFloat64() / j.StallRate * float64(time.Second))}
 		}
 	}
@@ -243,6 +243,14 @@ func newEngine(sc Scenario) *engine {
 		}
 	}
 	return e
+}
+
+// hops returns the delays request idx draws for a hop that begins now: the recovery's
+// within Jitter.RecoveryFor after a stall's end.
+func (e *engine) hops(idx int) Hops {
+	j := e.jit
+	rec := j.Recovery != nil && e.stall != nil && e.stall.recovering(e.now, j.RecoveryFor)
+	return j.hops(idx, e.sc.Concurrency, rec)
 }
 
 // postpone returns t, or the end of the machine stall it falls in (Jitter.Stalls).
@@ -396,7 +404,7 @@ func (e *engine) issue() {
 		r.key = splitmix64(uint64(r.idx))
 	}
 	if j := e.jit; j != nil {
-		h := j.hops(r.idx, e.sc.Concurrency)
+		h := e.hops(r.idx)
 		at := e.now
 		if j.OneSender {
 			at = max(at, e.senderFree)
@@ -517,7 +525,7 @@ func (e *engine) dispatchFrom(r *request, b int, hedge, handed bool) {
 			a.dispatched += f // Ballast times a request from its dispatch
 			r.waited += f     // and counts the hand-off in its backlog wait
 		}
-		f += j.hops(r.idx, e.sc.Concurrency).Forward.draw(e.jitRand)
+		f += e.hops(r.idx).Forward.draw(e.jitRand)
 		if be.idle > 0 {
 			be.idle--
 		} else {
@@ -581,9 +589,13 @@ func (e *engine) finish(a *attempt) {
 	if e.jit != nil {
 		var d time.Duration
 		if a.service > 0 {
-			d = e.jit.Overshoot.draw(e.jitRand)
+			over := e.jit.Overshoot
+			if j := e.jit; !j.RecoveryOvershoot.IsZero() && e.stall != nil && e.stall.recovering(e.now, j.RecoveryFor) {
+				over = j.RecoveryOvershoot
+			}
+			d = over.draw(e.jitRand)
 		}
-		d += e.jit.hops(a.r.idx, e.sc.Concurrency).Return.draw(e.jitRand)
+		d += e.hops(a.r.idx).Return.draw(e.jitRand)
 		if at := e.postpone(e.now + d); at > e.now {
 			a.state = returning
 			e.schedule(event{at: at, kind: evRelease, a: a})
@@ -644,7 +656,7 @@ func (e *engine) fail(r *request) {
 func (e *engine) answer(r *request) {
 	var d time.Duration
 	if j := e.jit; j != nil {
-		d = j.hops(r.idx, e.sc.Concurrency).Deliver.draw(e.jitRand)
+		d = e.hops(r.idx).Deliver.draw(e.jitRand)
 	}
 	if at := e.postpone(e.now + d); at > e.now {
 		e.schedule(event{at: at, kind: evDeliver, r: r})
