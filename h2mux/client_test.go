@@ -350,8 +350,8 @@ func TestClientEdges(t *testing.T) {
 	})
 	t.Run("malformed response heads", func(t *testing.T) {
 		for _, tc := range [][]string{
-			{"content-type", "x"},               // no :status
-			{":status", "20"},                   // short
+			{"content-type", "x"},                // no :status
+			{":status", "20"},                    // short
 			{":status", "200", ":status", "200"}, // twice
 			{":status", "200", "connection", "close"},
 			{":status", "200", ":path", "/"},

@@ -189,8 +189,8 @@ type Conn struct {
 	ch             ClientHandler
 	peerMaxStreams int // the server's SETTINGS_MAX_CONCURRENT_STREAMS (client side)
 	resp           Response
-	ctr *Counters
-	now int64
+	ctr            *Counters
+	now            int64
 
 	err      *ConnError
 	preface  int  // bytes of the client preface seen
