@@ -532,6 +532,10 @@ func parsePort(s string) (uint64, error) {
 // connect opens a new connection to the attempt's backend.
 func (a *attempt) connect(ap netip.AddrPort) {
 	ex, sh := a.ex, a.ex.sh
+	if h2Pool(ex.ps) {
+		a.connectH2(ap) // a stream of an HTTP/2 connection (h2backend.go)
+		return
+	}
 	bc := sh.newBackend(a.b)
 	sh.st.connects.Add(1)
 	done, err := sh.s.Connect(&bc.FD, ap, bc)
