@@ -237,7 +237,7 @@ func (a *attempt) connectH2(ap netip.AddrPort) {
 	}
 	if len(pool.waiting) >= h2bMaxWaiting {
 		sh.h2b.st.overflows.Add(1)
-		a.failed(httpcore.Connect, errH2Overflow)
+		a.failed(httpcore.Cancelled, errH2Overflow) // Ballast's bound, not the backend's failure
 		return
 	}
 	bc.state = bcConnecting
@@ -406,6 +406,9 @@ func (c *h2bConn) Event(ev evloop.Events) {
 		}
 		_ = c.mux.Feed(buf[:n])
 		sh.runH2b()
+	}
+	if len(c.pool.waiting) > 0 && !c.dead {
+		c.pool.dispatch(sh, c.ap, c.ps) // the backend's SETTINGS, or ended streams, freed slots
 	}
 	c.after()
 }
@@ -941,15 +944,16 @@ func (bc *backendConn) closeH2() {
 			}
 		}
 	}
+	c := hs.conn
 	if hs.s != nil {
 		hs.s.User = nil
-		hs.conn.mux.Cancel(hs.s, h2mux.ErrCodeCancel)
-		hs.conn.kick()
-		if c := hs.conn; len(c.pool.waiting) > 0 && c.ps != nil {
-			c.pool.dispatch(sh, c.ap, c.ps)
-		}
+		c.mux.Cancel(hs.s, h2mux.ErrCodeCancel)
+		c.kick()
 	}
 	hs.release(sh)
+	if c != nil && len(c.pool.waiting) > 0 && c.ps != nil {
+		c.pool.dispatch(sh, c.ap, c.ps) // its slot (the Conn's) is free
+	}
 	bc.h2 = nil
 	sh.freeBackend(bc)
 }

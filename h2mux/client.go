@@ -114,13 +114,18 @@ func NewClientConn(h ClientHandler, cfg Config) *Conn {
 }
 
 // Available returns how many more streams Open may start now: the server's
-// SETTINGS_MAX_CONCURRENT_STREAMS and Config.MaxConcurrentStreams less the open ones; 0
+// SETTINGS_MAX_CONCURRENT_STREAMS (one stream before its SETTINGS arrive) and
+// Config.MaxConcurrentStreams less the open ones; 0
 // after either side's GOAWAY, a connection error, or when the identifiers are spent.
 func (c *Conn) Available() int {
 	if !c.client || c.err != nil || c.goAwaySent || c.peerGoAway || c.maxClientID+2 > maxStreamID {
 		return 0
 	}
-	return max(0, min(c.peerMaxStreams, c.cfg.MaxConcurrentStreams)-len(c.streams))
+	limit := min(c.peerMaxStreams, c.cfg.MaxConcurrentStreams)
+	if !c.settings {
+		limit = 1 // until the server's SETTINGS say how many it takes: more could be refused
+	}
+	return max(0, limit-len(c.streams))
 }
 
 // Open starts a request stream with its pseudo-header fields; the owner adds the regular
