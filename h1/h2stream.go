@@ -476,7 +476,7 @@ func connectionField(name []byte) bool {
 
 // write sends body bytes a then b; the last of the response ends the stream.
 func (st *h2stream) write(a, b []byte) bool {
-	if len(a)+len(b) == 0 {
+	if len(a)+len(b) == 0 && !st.trailersDue() {
 		return st.inUse
 	}
 	if st.ended {
@@ -505,6 +505,14 @@ func (st *h2stream) write(a, b []byte) bool {
 }
 
 var colon = []byte{':'}
+
+// trailersDue reports a chunked response complete with trailers not sent yet: its last read
+// may have held only the last chunk and the trailer section, no data.
+func (st *h2stream) trailersDue() bool {
+	ex := st.ex
+	return st.trl == nil && !st.ended && ex != nil && ex.resp.started && ex.respDone() &&
+		ex.resp.framing == fChunked && len(ex.resp.dec.trailer) > 0
+}
 
 // sendTrailers sends the backend's trailer lines (name: value, each ended by CRLF, checked by
 // the chunk decoder) as the stream's last HEADERS; h2mux leaves out connection-specific and
