@@ -95,8 +95,19 @@
 // runs the handshake (package evloop/tlsconn, within read_header_timeout), a connection that
 // negotiated h2 by ALPN goes to the HTTP/2 server given, and the others come back to their
 // shard, whose reads and writes then go through crypto/tls (clientConn's Read, Write, Writev,
-// ShutdownWrite keep the socket's contract). Compression and backends reached over TLS or
-// HTTP/2 stay on the fasthttp plane for now.
+// ShutdownWrite keep the socket's contract). Compression and backends reached over TLS stay
+// on the fasthttp plane for now.
+//
+// HTTP/2 backends (pools with protocol h2c, h2backend.go): per backend per shard a few
+// h2mux client Conns fed by the shard, each carrying many streams; a request's backendConn
+// is then a stream (bc.h2) whose Read and Write translate between the exchange's HTTP/1.1
+// bytes and the stream's frames, so retries, hedging, timeouts and the response path are the
+// HTTP/1.1 ones. Bounds: the backend's SETTINGS_MAX_CONCURRENT_STREAMS (at most 100) per
+// connection, 8 connections, 256 streams waiting for a slot (then 502, counted); a rendered
+// response holds at most the stream's window (256 KiB), given back as it is read. A request
+// body still streaming when the response head arrives is not forwarded on (as for
+// HTTP/1.1 backends): bidirectional gRPC streams are not served yet, so package server
+// (engineServes) still gives configurations with h2c pools to h2proxy.
 //
 // A client that closes its side while its request waits for the response head (gone.go) gets
 // one second to be answered (it may only have half-closed), then the exchange is abandoned.
