@@ -57,7 +57,7 @@ func TestH2Backend(t *testing.T) {
 	var conns atomic.Int64
 	addr, _ := h2cBackend(t, func(w http.ResponseWriter, r *http.Request) {
 		if r.ProtoMajor != 2 {
-			http.Error(w, "not HTTP/2: "+r.Proto, 505)
+			http.Error(w, "not HTTP/2: "+r.Proto, http.StatusHTTPVersionNotSupported)
 			return
 		}
 		echoHandler(w, r)

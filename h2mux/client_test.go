@@ -61,17 +61,16 @@ func (r *crec) GoAway(code ErrCode, _ []byte) {
 
 // pair runs a client Conn against a server Conn in memory.
 type pair struct {
-	t      *testing.T
-	now    int64
-	cli    *Conn
-	cr     *crec
-	srv    *Conn
-	sr     *recorder
-	cerr   error
-	serr   error
-	cctr   Counters
-	sctr   Counters
-	chunks int // bytes moved per Feed (0: all)
+	t    *testing.T
+	now  int64
+	cli  *Conn
+	cr   *crec
+	srv  *Conn
+	sr   *recorder
+	cerr error
+	serr error
+	cctr Counters
+	sctr Counters
 }
 
 func newPair(t *testing.T, ccfg, scfg Config) *pair {
@@ -194,7 +193,7 @@ func TestClientAgainstServer(t *testing.T) {
 	}
 	p.cr.events = got
 	p.wantEvents("response 3 200 content-type=text/plain end=false", "end 3 5")
-	if want := fmt.Sprintf("trailers 3 x-checksum=abc"); !strings.Contains(strings.Join(p.sr.events, "\n"), want) {
+	if want := "trailers 3 x-checksum=abc"; !strings.Contains(strings.Join(p.sr.events, "\n"), want) {
 		t.Fatalf("server events %v, want %q", p.sr.events, want)
 	}
 	if p.cerr != nil || p.serr != nil {
