@@ -92,7 +92,7 @@ func (bc *backendConn) Event(ev evloop.Events) {
 		ex := a.ex
 		if a.sent < len(a.wire) && bc.Ready&evloop.Writable != 0 {
 			a.send()
-		} else if a == ex.a && ex.stream && !ex.reqDone && !ex.resp.started && len(ex.up) > 0 && bc.Ready&evloop.Writable != 0 {
+		} else if a == ex.a && ex.stream && !ex.reqDone && (!ex.resp.started || ex.duplex()) && len(ex.up) > 0 && bc.Ready&evloop.Writable != 0 {
 			ex.pumpBody()
 		}
 		if bc.gen != gen || bc.a != a {

@@ -222,7 +222,7 @@ func (ex *exchange) clientEvent() {
 		ex.tunnelEvent()
 	case ex.bodyLen > 0 && !ex.stream && ex.a == nil && !ex.queued && ex.pending == 0:
 		ex.readSmallBody()
-	case ex.stream && !ex.reqDone && !ex.resp.started && ex.a != nil && ex.a.bc != nil && ex.a.bc.state == bcActive && ex.a.sent == len(ex.a.wire):
+	case ex.stream && !ex.reqDone && (!ex.resp.started || ex.duplex()) && ex.a != nil && ex.a.bc != nil && ex.a.bc.state == bcActive && ex.a.sent == len(ex.a.wire):
 		ex.pumpBody()
 	}
 }

@@ -217,6 +217,16 @@ func (st *backendState) h2pool(sh *shard) *h2bPool {
 	return si.h2
 }
 
+// duplex reports an exchange whose request body goes on after the response head began: an
+// HTTP/2 client's stream to an HTTP/2 backend (gRPC's bidirectional streams). Elsewhere the
+// body stops there (HTTP/1.1 has no such exchange to offer a backend or a client).
+func (ex *exchange) duplex() bool {
+	if _, ok := ex.c.(*h2stream); !ok {
+		return false
+	}
+	return ex.a != nil && ex.a.bc != nil && ex.a.bc.h2 != nil
+}
+
 // connectH2 starts the attempt on a stream of an HTTP/2 connection to its backend: one that
 // has a slot, else a new connection, else a wait for a slot.
 func (a *attempt) connectH2(ap netip.AddrPort) {
