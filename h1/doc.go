@@ -104,10 +104,11 @@
 // bytes and the stream's frames, so retries, hedging, timeouts and the response path are the
 // HTTP/1.1 ones. Bounds: the backend's SETTINGS_MAX_CONCURRENT_STREAMS (at most 100) per
 // connection, 8 connections, 256 streams waiting for a slot (then 502, counted); a rendered
-// response holds at most the stream's window (256 KiB), given back as it is read. A request
-// body still streaming when the response head arrives is not forwarded on (as for
-// HTTP/1.1 backends): bidirectional gRPC streams are not served yet, so package server
-// (engineServes) still gives configurations with h2c pools to h2proxy.
+// response holds at most the stream's window (256 KiB), given back as it is read. An HTTP/2
+// client's stream to an HTTP/2 backend is full duplex (its body goes on after the response
+// head: gRPC's bidirectional streams); elsewhere the body stops there, as before. gRPC
+// requests (grpc.go) get Ballast's own answers as gRPC statuses (trailers-only) and their
+// grpc-timeout as a deadline.
 //
 // A client that closes its side while its request waits for the response head (gone.go) gets
 // one second to be answered (it may only have half-closed), then the exchange is abandoned.

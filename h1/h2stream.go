@@ -46,6 +46,9 @@ type h2stream struct {
 	trl      []byte // a chunked response's trailer lines, sent as HEADERS once out is written
 	ended    bool   // END_STREAM went out (or the stream was reset)
 	finished bool   // the exchange is done: the record goes once out is written
+	grpc     bool   // a gRPC request: Ballast's own answers are gRPC statuses (grpc.go)
+	deadline int64  // its grpc-timeout, on the shard's clock (0: none)
+	dtimer   evloop.Timer
 	next     *h2stream
 }
 
@@ -70,6 +73,7 @@ func (sh *shard) newH2Stream(h *h2conn) *h2stream {
 	} else {
 		st = &h2stream{}
 		st.timer.Init(st)
+		st.dtimer.Init((*streamDeadline)(st))
 	}
 	st.h, st.inUse = h, true
 	return st
@@ -82,12 +86,13 @@ func (st *h2stream) free() {
 	}
 	sh := st.h.c.sh
 	sh.s.Stop(&st.timer)
+	sh.s.Stop(&st.dtimer)
 	for _, b := range [...][]byte{st.in, st.out, st.hb, st.trl} {
 		if b != nil {
 			sh.s.PutBuf(b)
 		}
 	}
-	*st = h2stream{timer: st.timer, gen: st.gen + 1, queued: st.queued}
+	*st = h2stream{timer: st.timer, dtimer: st.dtimer, gen: st.gen + 1, queued: st.queued}
 	if sh.nfreeS < maxFree {
 		st.next = sh.freeS
 		sh.freeS = st
@@ -175,6 +180,12 @@ func (st *h2stream) buildHead(req *h2mux.Request, end bool) {
 		case "cookie":
 			cookies++
 			continue
+		case "content-type":
+			st.grpc = httpcore.IsGRPC(f.Value)
+		case "grpc-timeout":
+			if d, ok := httpcore.GRPCTimeout(f.Value); ok {
+				st.deadline = max(int64(d), 1)
+			}
 		}
 		b = appendField(b, f.Name, s2b(f.Value))
 	}
@@ -221,6 +232,10 @@ func (st *h2stream) start() {
 	}
 	sh.st.requests.Add(1)
 	st.ex = ex
+	if st.grpc && st.deadline > 0 {
+		st.deadline += sh.now
+		sh.s.Arm(&st.dtimer, st.deadline)
+	}
 	ex.start(&r)
 }
 
@@ -382,6 +397,10 @@ func (st *h2stream) continue100() {
 func (st *h2stream) render(rp *httpcore.Reply, head bool) {
 	if st.s == nil {
 		st.abort()
+		return
+	}
+	if st.grpc {
+		st.renderGRPC(rp)
 		return
 	}
 	hb := st.h.mux.Headers(st.s, rp.Status)
