@@ -164,6 +164,7 @@ type h2bConn struct {
 	kicked     bool
 	armed      int64
 	connectBy  int64
+	opened     int            // streams opened on it
 	ap         netip.AddrPort // where it connects (and further connections for its waiters)
 	ps         *httpcore.Pool // the pool whose timeouts it was opened with
 }
@@ -317,7 +318,7 @@ func (sh *shard) dialH2(b *upstream.Backend, pool *h2bPool, ap netip.AddrPort, p
 		MaxConcurrentStreams: h2bMaxStreams,
 		StreamWindow:         h2bStreamWindow,
 		ConnWindow:           h2bConnWindow,
-		StallTimeout:         max(ps.ResponseTimeout, time.Second),
+		StallTimeout:         max(2*ps.ResponseTimeout, time.Second), // a backstop: timeouts.response ends a stalled attempt first
 		IdleTimeout:          idle,
 		PingAfter:            max(idle/2, time.Second),
 		PingTimeout:          max(ps.ConnectTimeout, time.Second),
@@ -767,6 +768,13 @@ func (hs *h2bStream) open(head []byte) error {
 	hs.s = s
 	s.User = hs
 	c.sh.h2b.st.streams.Add(1)
+	if c.opened > 0 && hs.bc.a != nil {
+		// A connection that carried streams before is a pooled one: a stream it loses is the
+		// keep-alive race (httpcore.Outcome.Fresh), sent again on a new connection if
+		// idempotent or never sent.
+		hs.bc.a.reused = true
+	}
+	c.opened++
 	for p := rest; len(p) > 0; {
 		l, r, _ := bytes.Cut(p, crlf)
 		p = r
