@@ -304,6 +304,7 @@ func TestH2BackendLarge(t *testing.T) {
 		name   string
 		client *http.Client
 	}{{"http1", testClient()}, {"h2c", h2cClient()}} {
+		plane.client.Timeout = 5 * time.Minute // 64 MiB under -race on a busy machine
 		t.Run(plane.name+"/up", func(t *testing.T) {
 			req, _ := http.NewRequest("POST", te.url("/up"), source())
 			req.ContentLength = size
@@ -341,5 +342,57 @@ func TestH2BackendLarge(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// A client that does not read its response stops the backend's stream: the engine holds at
+// most the stream's window of it (given back only as the client takes it), so the backend's
+// writes block at about that plus the sockets' buffers, far below the 64 MiB it would send;
+// once the client reads, all of it arrives.
+func TestH2BackendSlowClient(t *testing.T) {
+	const size = 64 << 20
+	var written atomic.Int64
+	chunk := make([]byte, 16<<10)
+	addr, _ := h2cBackend(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", fmt.Sprint(size))
+		for n := 0; n < size; n += len(chunk) {
+			if _, err := w.Write(chunk); err != nil {
+				return
+			}
+			written.Add(int64(len(chunk)))
+		}
+	}, nil)
+	te := startEngine(t, testConfig(h2cPool("p", addr)))
+	nc, err := net.Dial("tcp", te.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	if tc, ok := nc.(*net.TCPConn); ok {
+		_ = tc.SetReadBuffer(64 << 10)
+	}
+	fmt.Fprintf(nc, "GET /big HTTP/1.1\r\nHost: x\r\n\r\n")
+	// Let the backend write as much as it can while nothing is read.
+	var last int64
+	for i := 0; i < 50; i++ {
+		time.Sleep(40 * time.Millisecond)
+		if n := written.Load(); n == last && n > 0 {
+			break
+		} else {
+			last = n
+		}
+	}
+	if n := written.Load(); n > 16<<20 {
+		t.Fatalf("the backend wrote %d bytes to a client that read nothing: no backpressure", n)
+	}
+	t.Logf("the backend stopped after %d bytes of %d", written.Load(), size)
+	_ = nc.SetReadDeadline(time.Now().Add(30 * time.Second))
+	resp, err := http.ReadResponse(bufio.NewReader(nc), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := io.Copy(io.Discard, resp.Body)
+	if err != nil || n != size {
+		t.Fatalf("read %d of %d: %v", n, size, err)
 	}
 }

@@ -2,7 +2,9 @@ package h2mux
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -473,4 +475,69 @@ func (r *crec) wantEvents(t *testing.T, want ...string) {
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Fatalf("client events:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
+}
+
+// FuzzClientConn feeds a client connection arbitrary server bytes (after the server's
+// SETTINGS), in pieces, with three streams open: no panic, the input buffer within one frame,
+// every frame the client writes readable by x/net's Framer, and every response head handed
+// over a final one (200–999) on a stream the client opened.
+func FuzzClientConn(f *testing.F) {
+	var w, eb bytes.Buffer
+	fr := http2.NewFramer(&w, nil)
+	enc := hpack.NewEncoder(&eb)
+	block := func(kv ...string) []byte {
+		eb.Reset()
+		for i := 0; i+1 < len(kv); i += 2 {
+			_ = enc.WriteField(hpack.HeaderField{Name: kv[i], Value: kv[i+1]})
+		}
+		return append([]byte(nil), eb.Bytes()...)
+	}
+	_ = fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: block(":status", "200", "content-type", "x"), EndHeaders: true})
+	_ = fr.WriteData(1, false, []byte("hello"))
+	_ = fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: block("grpc-status", "0"), EndStream: true, EndHeaders: true})
+	_ = fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 3, BlockFragment: block(":status", "100"), EndHeaders: true})
+	_ = fr.WriteGoAway(3, http2.ErrCodeNo, nil)
+	_ = fr.WriteRSTStream(5, http2.ErrCodeRefusedStream)
+	_ = fr.WriteWindowUpdate(0, 1000)
+	_ = fr.WritePing(false, [8]byte{1})
+	f.Add(append([]byte(nil), w.Bytes()...))
+	f.Add([]byte{0, 0, 4, 1, 4, 0, 0, 0, 1, 0x88, 0, 0, 0})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		fs := newFakeServer(t, Config{})
+		for range 3 {
+			fs.open(t, "GET", true)
+		}
+		fs.frames()
+		for p, i := data, 0; len(p) > 0 && fs.err == nil; i++ {
+			n := min(len(p), 1+int(data[i%len(data)])*8)
+			if err := fs.cli.Feed(p[:n]); err != nil {
+				fs.err = err
+			}
+			p = p[n:]
+			if len(fs.cli.in) > frameHeaderLen+DefaultMaxFrameSize {
+				t.Fatalf("input buffer %d bytes", len(fs.cli.in))
+			}
+			fs.now += 1e6
+			_ = fs.cli.Tick()
+		}
+		out := append([]byte(nil), fs.cli.Output()...)
+		rd := http2.NewFramer(nil, bytes.NewReader(out))
+		for {
+			_, err := rd.ReadFrame()
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				t.Fatalf("the client wrote a frame x/net cannot read: %v", err)
+			}
+		}
+		for _, e := range fs.cr.events {
+			if strings.HasPrefix(e, "response ") {
+				var id, status int
+				if _, err := fmt.Sscanf(e, "response %d %d", &id, &status); err != nil || status < 200 || status > 999 || id%2 != 1 || id > 5 {
+					t.Fatalf("event %q", e)
+				}
+			}
+		}
+	})
 }
