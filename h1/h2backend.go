@@ -723,14 +723,15 @@ func (hs *h2bStream) open(head []byte) error {
 	line, rest, _ := bytes.Cut(head, crlf)
 	method, line, _ := bytes.Cut(line, sp)
 	target, _, _ := bytes.Cut(line, sp)
-	authority, path := "", string(target)
+	// Views of head, which outlives the Open call that copies them into the header block.
+	authority, path := "", b2s(target)
 	if i := bytes.Index(target, []byte("://")); i > 0 && target[0] != '/' {
 		t := target[i+3:]
 		j := bytes.IndexByte(t, '/')
 		if j < 0 {
-			authority, path = string(t), "/"
+			authority, path = b2s(t), "/"
 		} else {
-			authority, path = string(t[:j]), string(t[j:])
+			authority, path = b2s(t[:j]), b2s(t[j:])
 		}
 	}
 	hs.wmode = hmNone
@@ -744,16 +745,16 @@ func (hs *h2bStream) open(head []byte) error {
 		}
 		v = bytes.TrimSpace(v)
 		switch {
-		case httpcore.LowerEqualFold(bytes.ToLower(k), "host"):
+		case httpcore.LowerEqualFold(k, "host"):
 			if authority == "" {
-				authority = string(v)
+				authority = b2s(v)
 			}
-		case httpcore.LowerEqualFold(bytes.ToLower(k), "content-length"):
-			n, err := strconv.ParseInt(string(v), 10, 64)
+		case httpcore.LowerEqualFold(k, "content-length"):
+			n, err := strconv.ParseInt(b2s(v), 10, 64)
 			if err == nil && n > 0 {
 				hs.wmode, hs.remain = hmLength, n
 			}
-		case httpcore.LowerEqualFold(bytes.ToLower(k), "transfer-encoding"):
+		case httpcore.LowerEqualFold(k, "transfer-encoding"):
 			chunked = true
 		}
 	}
@@ -761,7 +762,7 @@ func (hs *h2bStream) open(head []byte) error {
 		hs.wmode = hmChunked
 		hs.dec.reset()
 	}
-	s, hb, err := c.mux.Open(string(method), "http", authority, path)
+	s, hb, err := c.mux.Open(b2s(method), "http", authority, path)
 	if err != nil {
 		return errH2Conn
 	}
@@ -779,7 +780,7 @@ func (hs *h2bStream) open(head []byte) error {
 		l, r, _ := bytes.Cut(p, crlf)
 		p = r
 		k, v, ok := bytes.Cut(l, colon)
-		if !ok || bytes.EqualFold(k, []byte("host")) {
+		if !ok || httpcore.LowerEqualFold(k, "host") {
 			continue
 		}
 		hb.AddBytes(k, bytes.TrimSpace(v))
