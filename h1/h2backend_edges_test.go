@@ -56,11 +56,12 @@ func fakeH2(t *testing.T, settings []http2.Setting, serve func(n int, c *fakeH2C
 }
 
 type fakeH2Conn struct {
-	nc  net.Conn
-	fr  *http2.Framer
-	mu  sync.Mutex
-	enc *hpack.Encoder
-	eb  bytes.Buffer
+	noPing bool // PINGs go unanswered (a backend that vanished without a FIN)
+	nc     net.Conn
+	fr     *http2.Framer
+	mu     sync.Mutex
+	enc    *hpack.Encoder
+	eb     bytes.Buffer
 }
 
 // next returns the next frame, answering SETTINGS and PING on the way.
@@ -79,7 +80,7 @@ func (c *fakeH2Conn) next() (http2.Frame, error) {
 			}
 			continue
 		case *http2.PingFrame:
-			if !f.IsAck() {
+			if !f.IsAck() && !c.noPing {
 				c.mu.Lock()
 				_ = c.fr.WritePing(true, f.Data)
 				c.mu.Unlock()
@@ -394,5 +395,40 @@ func TestH2BackendSlowClient(t *testing.T) {
 	n, err := io.Copy(io.Discard, resp.Body)
 	if err != nil || n != size {
 		t.Fatalf("read %d of %d: %v", n, size, err)
+	}
+}
+
+// An idle connection to a backend that stopped answering (no FIN: its PINGs go unanswered)
+// is found out: a PING after half of timeouts.idle of silence, the connection closed when
+// nothing comes back within timeouts.connect (counted), and the next request gets a new one.
+func TestH2BackendPingTimeout(t *testing.T) {
+	var conns atomic.Int64
+	addr := fakeH2(t, nil, func(n int, c *fakeH2Conn) {
+		conns.Add(1)
+		for {
+			f, err := c.next()
+			if err != nil {
+				return
+			}
+			if h, ok := f.(*http2.MetaHeadersFrame); ok {
+				c.answer(h.StreamID, "ok")
+				c.noPing = n == 1 // the first connection goes silent after its answer
+			}
+		}
+	})
+	cfg := testConfig(h2cPool("p", addr))
+	cfg.Pools[0].Timeouts.Idle = dur(2 * time.Second)
+	cfg.Pools[0].Timeouts.Connect = dur(time.Second)
+	t.Setenv("BALLAST_H1_SHARDS", "1")
+	te := startEngine(t, cfg)
+	if r, b := get(t, testClient(), "GET", te.url("/a"), nil, nil); r.StatusCode != 200 || string(b) != "ok" {
+		t.Fatalf("%d %q", r.StatusCode, b)
+	}
+	waitFor(t, "the PING timeout", func() bool {
+		st := te.H2BackendStats()
+		return st.Mux.PingTimeouts == 1 && st.Conns == 0
+	})
+	if r, b := get(t, testClient(), "GET", te.url("/b"), nil, nil); r.StatusCode != 200 || string(b) != "ok" || conns.Load() != 2 {
+		t.Fatalf("after: %d %q, %d connections", r.StatusCode, b, conns.Load())
 	}
 }
