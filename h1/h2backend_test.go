@@ -4,6 +4,7 @@ package h1
 
 import (
 	"crypto/sha256"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"net"
@@ -15,6 +16,8 @@ import (
 	"time"
 
 	"ballast/config"
+	"ballast/h2mux"
+	"ballast/internal/testcert"
 )
 
 // h2cBackend runs h as an HTTP/2 server with prior knowledge (h2c) on a fresh loopback port;
@@ -43,6 +46,24 @@ func h2cBackend(t testing.TB, h http.HandlerFunc, conns *atomic.Int64, setup ...
 	return ln.Addr().String(), srv
 }
 
+// h2TLSEngine serves cfg's listener over TLS, HTTP/2 by ALPN on the shards (SetHTTP2).
+func h2TLSEngine(t testing.TB, cfg *config.Config) *testEngine {
+	t.Helper()
+	tc := &tls.Config{Certificates: []tls.Certificate{testcert.New(t, "app.test")}, NextProtos: []string{"h2", "http/1.1"}}
+	te := serveEngine(t, cfg, func(e *Engine) {
+		e.SetHTTP2(func(l *config.Listener) h2mux.Config {
+			return h2mux.Config{MaxConcurrentStreams: 100, StreamWindow: 1 << 20, ConnWindow: 4 << 20, MaxHeaderListSize: l.MaxHeaderBytes}
+		}, new(h2mux.Counters))
+	}, func(e *Engine, name string, ln net.Listener) error { return e.ServeTLS(name, ln, tc, nil, nil) })
+	return te
+}
+
+// h2TLSClient speaks HTTP/2 over TLS (ALPN h2) and trusts any certificate.
+func h2TLSClient() *http.Client {
+	return &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
+		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, ForceAttemptHTTP2: true, DisableCompression: true}}
+}
+
 func h2cPool(name string, addrs ...string) config.Pool {
 	p := testPool(name, "roundrobin", addrs...)
 	p.Protocol = "h2c"
@@ -67,6 +88,10 @@ func TestH2Backend(t *testing.T) {
 	down := h2cPool("down", "127.0.0.1:1")
 	down.Retries.Attempts = 1
 	cfg.Pools = append(cfg.Pools, down)
+	tcfg := *cfg
+	tcfg.Listeners = append([]config.Listener(nil), cfg.Listeners...)
+	tcfg.Listeners[0].H2C = false
+	tlsEngine := h2TLSEngine(t, &tcfg)
 	te, _ := h2cEngine(t, cfg, nil)
 	digest := func(b string) string { s := sha256.Sum256([]byte(b)); return fmt.Sprintf("%x", s[:8]) }
 	body := strings.Repeat("x", 100<<10)
@@ -74,7 +99,9 @@ func TestH2Backend(t *testing.T) {
 		name   string
 		client *http.Client
 		proto  int
-	}{{"http1", testClient(), 1}, {"h2c", h2cClient(), 2}} {
+		te     *testEngine
+	}{{"http1", testClient(), 1, te}, {"h2c", h2cClient(), 2, te}, {"h2-tls", h2TLSClient(), 2, tlsEngine}} {
+		te := plane.te
 		for _, tc := range []struct {
 			name, method, path string
 			body               string
@@ -123,7 +150,7 @@ func TestH2Backend(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if tc.status == 502 && resp.StatusCode == 503 && plane.proto == 2 {
+				if tc.status == 502 && resp.StatusCode == 503 && plane.name == "h2c" {
 					tc.status = 503 // the first plane's 502 marked the backend unreachable
 				}
 				if resp.ProtoMajor != plane.proto || resp.StatusCode != tc.status {
@@ -145,6 +172,9 @@ func TestH2Backend(t *testing.T) {
 				}
 			})
 		}
+	}
+	if st := tlsEngine.H2BackendStats(); st.Streams < 7 {
+		t.Errorf("TLS engine: %d HTTP/2 backend streams", st.Streams)
 	}
 	st := te.H2BackendStats()
 	if st.Streams < 14 || st.Connects < 1 || conns.Load() < 1 || conns.Load() > int64(len(te.shards))*h2bMaxConns {
