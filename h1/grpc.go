@@ -55,3 +55,21 @@ func (ex *exchange) deadlinePassed() {
 	ex.cx.Fail(&httpcore.Outcome{Failure: httpcore.Timeout})
 	ex.reply()
 }
+
+// brokenStatus ends a gRPC stream whose backend broke off after the response head with a
+// gRPC status in trailers (UNAVAILABLE, or DEADLINE_EXCEEDED past its grpc-timeout) instead
+// of a reset, as h2proxy does: the client sees why. Only when nothing waits for the client's
+// window (trailers go after the DATA already framed); false: the caller resets.
+func (st *h2stream) brokenStatus() bool {
+	if len(st.out) > 0 || st.trl != nil || st.ended {
+		return false
+	}
+	code := httpcore.GRPCUnavailable
+	if st.deadline > 0 && st.h.c.sh.now >= st.deadline {
+		code = httpcore.GRPCDeadlineExceeded
+	}
+	hb := st.h.mux.Trailers(st.s)
+	hb.Add("grpc-status", code)
+	hb.Add("grpc-message", "backend stream broken")
+	return hb.Send(true) == nil
+}

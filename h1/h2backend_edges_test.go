@@ -432,3 +432,44 @@ func TestH2BackendPingTimeout(t *testing.T) {
 		t.Fatalf("after: %d %q, %d connections", r.StatusCode, b, conns.Load())
 	}
 }
+
+// A gRPC response broken off by its backend after the head (the connection closed in the
+// middle of the stream) ends with grpc-status UNAVAILABLE in trailers, not a reset: the
+// client sees why.
+func TestH2BackendGRPCBroken(t *testing.T) {
+	addr := fakeH2(t, nil, func(n int, c *fakeH2Conn) {
+		for {
+			f, err := c.next()
+			if err != nil {
+				return
+			}
+			if h, ok := f.(*http2.MetaHeadersFrame); ok {
+				c.mu.Lock()
+				c.eb.Reset()
+				_ = c.enc.WriteField(hpack.HeaderField{Name: ":status", Value: "200"})
+				_ = c.enc.WriteField(hpack.HeaderField{Name: "content-type", Value: "application/grpc"})
+				_ = c.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: h.StreamID, BlockFragment: c.eb.Bytes(), EndHeaders: true})
+				_ = c.fr.WriteData(h.StreamID, false, []byte{0, 0, 0, 0, 1, 'x'})
+				c.mu.Unlock()
+				time.Sleep(50 * time.Millisecond)
+				return // the connection closes mid-stream
+			}
+		}
+	})
+	te, _ := h2cEngine(t, testConfig(h2cPool("p", addr)), nil)
+	req, _ := http.NewRequest("POST", te.url("/svc.S/M"), strings.NewReader("\x00\x00\x00\x00\x00"))
+	req.Header.Set("Content-Type", "application/grpc")
+	req.Header.Set("Te", "trailers")
+	resp, err := h2cClient().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil || !bytes.Equal(b, []byte{0, 0, 0, 0, 1, 'x'}) {
+		t.Fatalf("body %q, %v: want the message that came, then the trailers", b, err)
+	}
+	if got := resp.Trailer.Get("Grpc-Status"); got != "14" || !strings.Contains(resp.Trailer.Get("Grpc-Message"), "broken") {
+		t.Errorf("trailers %v, want grpc-status 14 (backend stream broken)", resp.Trailer)
+	}
+}

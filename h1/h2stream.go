@@ -628,14 +628,16 @@ func (st *h2stream) abort() {
 	if !st.inUse {
 		return
 	}
+	broken := false
 	if ex := st.ex; ex != nil {
+		broken = st.grpc && ex.resp.started && (ex.resp.term == accesslog.TermServerData || ex.resp.term == httpcore.Timeout.Termination())
 		st.ex = nil
 		ex.abandon()
 	}
-	if st.s != nil {
+	if st.s != nil && !(broken && st.brokenStatus()) {
 		st.h.mux.Cancel(st.s, h2mux.ErrCodeInternal)
-		st.s = nil
 	}
+	st.s = nil
 	st.h.kick()
 	st.free()
 }
