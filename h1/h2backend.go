@@ -321,7 +321,7 @@ func (sh *shard) dialH2(b *upstream.Backend, pool *h2bPool, ap netip.AddrPort, p
 		StallTimeout:         max(2*ps.ResponseTimeout, time.Second), // a backstop: timeouts.response ends a stalled attempt first
 		IdleTimeout:          idle,
 		PingAfter:            max(idle/2, time.Second),
-		PingTimeout:          max(ps.ConnectTimeout, time.Second),
+		PingTimeout:          max(ps.ConnectTimeout, 100*time.Millisecond),
 		Now:                  sh.clock,
 		Buffers:              sh.muxBufs,
 		Counters:             &sh.h2b.mux,

@@ -417,8 +417,9 @@ func TestH2BackendPingTimeout(t *testing.T) {
 		}
 	})
 	cfg := testConfig(h2cPool("p", addr))
+	// PING after 1 s of silence, given up 300 ms later: before the idle close at 2 s.
 	cfg.Pools[0].Timeouts.Idle = dur(2 * time.Second)
-	cfg.Pools[0].Timeouts.Connect = dur(time.Second)
+	cfg.Pools[0].Timeouts.Connect = dur(300 * time.Millisecond)
 	t.Setenv("BALLAST_H1_SHARDS", "1")
 	te := startEngine(t, cfg)
 	if r, b := get(t, testClient(), "GET", te.url("/a"), nil, nil); r.StatusCode != 200 || string(b) != "ok" {
