@@ -19,6 +19,7 @@ type backendConn struct {
 	b      *upstream.Backend
 	st     *backendState // b's, kept here: the request path looks it up once
 	a      *attempt      // the attempt it serves, while active
+	h2     *h2bStream    // set: a stream of an HTTP/2 connection, not a socket (h2backend.go)
 	in     []byte        // a response head split across reads
 	scan   int
 	state  uint8
@@ -45,6 +46,24 @@ const (
 	bResponse       // timeouts.response: to the response head, then backend inactivity
 	bIdle           // timeouts.idle of a pooled connection
 )
+
+// Registered, Shard, Read and Write are the socket's, or the HTTP/2 stream's (h2backend.go).
+func (bc *backendConn) Registered() bool     { return bc.h2 != nil || bc.FD.Registered() }
+func (bc *backendConn) Shard() *evloop.Shard { return bc.sh.s }
+
+func (bc *backendConn) Read(p []byte) (int, error) {
+	if bc.h2 != nil {
+		return bc.h2.read(p)
+	}
+	return bc.FD.Read(p)
+}
+
+func (bc *backendConn) Write(p []byte) (int, error) {
+	if bc.h2 != nil {
+		return bc.h2.write(p)
+	}
+	return bc.FD.Write(p)
+}
 
 func (bc *backendConn) arm(phase uint8, at int64) {
 	bc.tphase = phase
@@ -73,7 +92,7 @@ func (bc *backendConn) Event(ev evloop.Events) {
 		ex := a.ex
 		if a.sent < len(a.wire) && bc.Ready&evloop.Writable != 0 {
 			a.send()
-		} else if a == ex.a && ex.stream && !ex.reqDone && !ex.resp.started && len(ex.up) > 0 && bc.Ready&evloop.Writable != 0 {
+		} else if a == ex.a && ex.stream && !ex.reqDone && (!ex.resp.started || ex.duplex()) && len(ex.up) > 0 && bc.Ready&evloop.Writable != 0 {
 			ex.pumpBody()
 		}
 		if bc.gen != gen || bc.a != a {
@@ -135,6 +154,10 @@ func (bc *backendConn) close() {
 		return
 	}
 	sh := bc.sh
+	if bc.h2 != nil {
+		bc.closeH2()
+		return
+	}
 	if bc.state == bcIdle {
 		sh.unlinkIdle(bc)
 	}
@@ -213,6 +236,10 @@ func (sh *shard) takeIdle(st *backendState) *backendConn {
 // configuration reference says: the loader fills the default when the key is left out) and
 // keepalive.max_requests, for timeouts.idle.
 func (sh *shard) putIdle(bc *backendConn, ps *httpcore.Pool) {
+	if bc.h2 != nil { // a stream: it ends with its exchange
+		bc.close()
+		return
+	}
 	si := &bc.st.shards[sh.id]
 	n := len(sh.e.shards)
 	if ps.MaxRequests > 0 && bc.served+1 >= ps.MaxRequests || len(si.conns) >= (ps.MaxIdle+n-1)/n || sh.e.stopping.Load() {

@@ -42,7 +42,8 @@ const dnsTTL = int64(30 * time.Second)
 // connection's record); padded so that two shards never share a cache line.
 type shardIdle struct {
 	conns []*backendConn
-	_     [40]byte
+	h2    *h2bPool // HTTP/2 connections (pools with protocol h2c: h2backend.go)
+	_     [32]byte
 }
 
 func stateOf(b *upstream.Backend) *backendState {

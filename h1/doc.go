@@ -114,6 +114,18 @@
 // HTTP/2 server given, blocking, when the engine has no HTTP/2 settings). Compression and
 // backends reached over TLS or HTTP/2 stay on the fasthttp plane for now.
 //
+// HTTP/2 backends (pools with protocol h2c, h2backend.go): per backend per shard a few
+// h2mux client Conns fed by the shard, each carrying many streams; a request's backendConn
+// is then a stream (bc.h2) whose Read and Write translate between the exchange's HTTP/1.1
+// bytes and the stream's frames, so retries, hedging, timeouts and the response path are the
+// HTTP/1.1 ones. Bounds: the backend's SETTINGS_MAX_CONCURRENT_STREAMS (at most 100) per
+// connection, 8 connections, 256 streams waiting for a slot (then 502, counted); a rendered
+// response holds at most the stream's window (256 KiB), given back as it is read. An HTTP/2
+// client's stream to an HTTP/2 backend is full duplex (its body goes on after the response
+// head: gRPC's bidirectional streams); elsewhere the body stops there, as before. gRPC
+// requests (grpc.go) get Ballast's own answers as gRPC statuses (trailers-only) and their
+// grpc-timeout as a deadline.
+//
 // A client that closes its side while its request waits for the response head (gone.go) gets
 // one second to be answered (it may only have half-closed), then the exchange is abandoned.
 package h1

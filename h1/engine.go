@@ -146,6 +146,7 @@ type shard struct {
 	nfreeS    int
 
 	backends *backendConn // every open backend connection of the shard
+	h2b      h2bShard     // HTTP/2 backends' connections, streams and counters (h2backend.go)
 	log      *shardLog    // access-log lines, written off the shard (accesslog.go)
 	st       shardStats
 }
@@ -454,6 +455,7 @@ func (sh *shard) closeAll() {
 	for sh.backends != nil {
 		sh.backends.close()
 	}
+	sh.closeH2b()
 }
 
 func (sh *shard) link(c *clientConn) {

@@ -224,7 +224,7 @@ func (ex *exchange) clientEvent() {
 		ex.drainBody()
 	case ex.bodyLen > 0 && !ex.stream && ex.a == nil && !ex.queued && ex.pending == 0:
 		ex.readSmallBody()
-	case ex.stream && !ex.reqDone && !ex.resp.started && ex.a != nil && ex.a.bc != nil && ex.a.bc.state == bcActive && ex.a.sent == len(ex.a.wire):
+	case ex.stream && !ex.reqDone && (!ex.resp.started || ex.duplex()) && ex.a != nil && ex.a.bc != nil && ex.a.bc.state == bcActive && ex.a.sent == len(ex.a.wire):
 		ex.pumpBody()
 	}
 }
@@ -534,6 +534,10 @@ func parsePort(s string) (uint64, error) {
 // connect opens a new connection to the attempt's backend.
 func (a *attempt) connect(ap netip.AddrPort) {
 	ex, sh := a.ex, a.ex.sh
+	if h2Pool(ex.ps) {
+		a.connectH2(ap) // a stream of an HTTP/2 connection (h2backend.go)
+		return
+	}
 	bc := sh.newBackend(a.b)
 	sh.st.connects.Add(1)
 	done, err := sh.s.Connect(&bc.FD, ap, bc)

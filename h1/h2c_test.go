@@ -52,8 +52,11 @@ func h2cClient() *http.Client {
 
 // echoBackend answers with what it got: method, target, the body's framing and digest, the
 // cookie and trailer fields.
-func echoBackend(t *testing.T) string {
-	return httpBackend(t, func(w http.ResponseWriter, r *http.Request) {
+func echoBackend(t *testing.T) string { return httpBackend(t, echoHandler) }
+
+// echoHandler is echoBackend's handler.
+func echoHandler(w http.ResponseWriter, r *http.Request) {
+	{
 		h := sha256.New()
 		n, err := io.Copy(h, r.Body)
 		if err != nil {
@@ -79,7 +82,7 @@ func echoBackend(t *testing.T) string {
 			return
 		}
 		io.WriteString(w, "body:"+r.URL.Path)
-	})
+	}
 }
 
 // Requests over HTTP/2 with prior knowledge, served on the shards, reach an HTTP/1.1 backend

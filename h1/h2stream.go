@@ -46,6 +46,9 @@ type h2stream struct {
 	trl      []byte // a chunked response's trailer lines, sent as HEADERS once out is written
 	ended    bool   // END_STREAM went out (or the stream was reset)
 	finished bool   // the exchange is done: the record goes once out is written
+	grpc     bool   // a gRPC request: Ballast's own answers are gRPC statuses (grpc.go)
+	deadline int64  // its grpc-timeout, on the shard's clock (0: none)
+	dtimer   evloop.Timer
 	next     *h2stream
 }
 
@@ -70,6 +73,7 @@ func (sh *shard) newH2Stream(h *h2conn) *h2stream {
 	} else {
 		st = &h2stream{}
 		st.timer.Init(st)
+		st.dtimer.Init((*streamDeadline)(st))
 	}
 	st.h, st.inUse = h, true
 	return st
@@ -82,12 +86,13 @@ func (st *h2stream) free() {
 	}
 	sh := st.h.c.sh
 	sh.s.Stop(&st.timer)
+	sh.s.Stop(&st.dtimer)
 	for _, b := range [...][]byte{st.in, st.out, st.hb, st.trl} {
 		if b != nil {
 			sh.s.PutBuf(b)
 		}
 	}
-	*st = h2stream{timer: st.timer, gen: st.gen + 1, queued: st.queued}
+	*st = h2stream{timer: st.timer, dtimer: st.dtimer, gen: st.gen + 1, queued: st.queued}
 	if sh.nfreeS < maxFree {
 		st.next = sh.freeS
 		sh.freeS = st
@@ -175,6 +180,12 @@ func (st *h2stream) buildHead(req *h2mux.Request, end bool) {
 		case "cookie":
 			cookies++
 			continue
+		case "content-type":
+			st.grpc = httpcore.IsGRPC(f.Value)
+		case "grpc-timeout":
+			if d, ok := httpcore.GRPCTimeout(f.Value); ok {
+				st.deadline = max(int64(d), 1)
+			}
 		}
 		b = appendField(b, f.Name, s2b(f.Value))
 	}
@@ -221,6 +232,10 @@ func (st *h2stream) start() {
 	}
 	sh.st.requests.Add(1)
 	st.ex = ex
+	if st.grpc && st.deadline > 0 {
+		st.deadline += sh.now
+		sh.s.Arm(&st.dtimer, st.deadline)
+	}
 	ex.start(&r)
 }
 
@@ -384,6 +399,10 @@ func (st *h2stream) render(rp *httpcore.Reply, head bool) {
 		st.abort()
 		return
 	}
+	if st.grpc {
+		st.renderGRPC(rp)
+		return
+	}
 	hb := st.h.mux.Headers(st.s, rp.Status)
 	if len(rp.ContentType) > 0 {
 		hb.AddBytes(fContentType, rp.ContentType)
@@ -476,7 +495,7 @@ func connectionField(name []byte) bool {
 
 // write sends body bytes a then b; the last of the response ends the stream.
 func (st *h2stream) write(a, b []byte) bool {
-	if len(a)+len(b) == 0 {
+	if len(a)+len(b) == 0 && !st.trailersDue() {
 		return st.inUse
 	}
 	if st.ended {
@@ -505,6 +524,14 @@ func (st *h2stream) write(a, b []byte) bool {
 }
 
 var colon = []byte{':'}
+
+// trailersDue reports a chunked response complete with trailers not sent yet: its last read
+// may have held only the last chunk and the trailer section, no data.
+func (st *h2stream) trailersDue() bool {
+	ex := st.ex
+	return st.trl == nil && !st.ended && ex != nil && ex.resp.started && ex.respDone() &&
+		ex.resp.framing == fChunked && len(ex.resp.dec.trailer) > 0
+}
 
 // sendTrailers sends the backend's trailer lines (name: value, each ended by CRLF, checked by
 // the chunk decoder) as the stream's last HEADERS; h2mux leaves out connection-specific and
@@ -601,14 +628,16 @@ func (st *h2stream) abort() {
 	if !st.inUse {
 		return
 	}
+	broken := false
 	if ex := st.ex; ex != nil {
+		broken = st.grpc && ex.resp.started && (ex.resp.term == accesslog.TermServerData || ex.resp.term == httpcore.Timeout.Termination())
 		st.ex = nil
 		ex.abandon()
 	}
-	if st.s != nil {
+	if st.s != nil && !(broken && st.brokenStatus()) {
 		st.h.mux.Cancel(st.s, h2mux.ErrCodeInternal)
-		st.s = nil
 	}
+	st.s = nil
 	st.h.kick()
 	st.free()
 }

@@ -64,6 +64,7 @@ type Counters struct {
 	ClientResets          atomic.Uint64 // RST_STREAM from the client on a stream not yet answered
 	StreamErrors          atomic.Uint64 // RST_STREAM sent for the client's protocol errors (malformed requests included)
 	MalformedRequests     atomic.Uint64 // of which: request heads or bodies that violate RFC 9113 §8
+	MalformedResponses    atomic.Uint64 // client side, of which: response heads or bodies that do
 	RefusedStreams        atomic.Uint64 // HEADERS past MAX_CONCURRENT_STREAMS or after GOAWAY
 	HeadersTooLarge       atomic.Uint64 // request heads answered 431 (list size or field count)
 	HeaderBytesPastLimit  atomic.Uint64 // header block bytes received after the list limit was passed
@@ -165,7 +166,9 @@ type Stream struct {
 	stallSince int64 // when it blocked on the client's window (0: not blocked on it)
 	linger     int64 // response complete, request still arriving: its rest is read (and
 	// dropped) until then, for frame errors to be answered, then RST_STREAM NO_ERROR; 0: not
-	next *Stream
+	respHead bool // client side: the final response head arrived
+	noBody   bool // client side: a HEAD request, whose response has no body whatever its length
+	next     *Stream
 }
 
 // ID returns the stream identifier.
@@ -178,8 +181,16 @@ func (s *Stream) ID() uint32 { return s.id }
 type Conn struct {
 	cfg Config
 	h   Handler
-	ctr *Counters
-	now int64
+	// client: the connection is the client side (NewClientConn): Ballast opens the streams
+	// (odd identifiers, maxClientID the last opened), the peer answers them (ch hears the
+	// response heads), and the rules of the server side that a client cannot break are not
+	// applied (no preface to read, no lingering, no reset budget).
+	client         bool
+	ch             ClientHandler
+	peerMaxStreams int // the server's SETTINGS_MAX_CONCURRENT_STREAMS (client side)
+	resp           Response
+	ctr            *Counters
+	now            int64
 
 	err      *ConnError
 	preface  int  // bytes of the client preface seen
@@ -534,6 +545,9 @@ func (c *Conn) frame(h frameHeader, p []byte) error {
 		return c.control()
 	case frameGoAway:
 		c.peerGoAway = true
+		if c.client {
+			c.refuseAbove(f.lastID)
+		}
 		c.h.GoAway(f.code, f.data)
 		return nil
 	case frameWindowUpdate:
@@ -575,6 +589,10 @@ func (c *Conn) onData(f *frame) error {
 		c.creditConn(n)
 		c.ctr.MalformedRequests.Add(1)
 		return c.streamError(f.streamID, ErrCodeProtocol, "request body length differs from content-length")
+	}
+	if c.client && !s.respHead {
+		c.creditConn(n)
+		return c.streamError(f.streamID, ErrCodeProtocol, "DATA before the response head")
 	}
 	if len(data) == 0 && !end {
 		if err := c.spendEmpty("DATA"); err != nil {
@@ -652,6 +670,8 @@ func (c *Conn) onSettings(f *frame) error {
 			}
 		case settingMaxFrameSize:
 			c.peerMaxFrame = int(v)
+		case settingMaxConcurrentStreams:
+			c.peerMaxStreams = int(min(v, 1<<20))
 		}
 	}
 	c.wrote(appendFrameHeader(c.grow(frameHeaderLen), 0, frameSettings, flagAck, 0))
@@ -701,7 +721,7 @@ func (c *Conn) err2() error {
 
 // spendReset takes one token of the reset budget and ends the connection when none is left.
 func (c *Conn) spendReset() error {
-	if c.resets.take(c.now) {
+	if c.client || c.resets.take(c.now) { // a backend's resets cost only its own streams
 		return nil
 	}
 	c.ctr.ResetFloods.Add(1)
@@ -805,10 +825,14 @@ func (c *Conn) fail(code ErrCode, reason string) error {
 func (c *Conn) writeGoAway(code ErrCode, debug string) {
 	b := c.grow(frameHeaderLen + 8 + len(debug))
 	b = appendFrameHeader(b, 8+len(debug), frameGoAway, 0, 0)
-	b = appendUint32(b, c.maxClientID)
+	last := c.maxClientID
+	if c.client {
+		last = 0 // the last stream the server opened: none (no push)
+	}
+	b = appendUint32(b, last)
 	b = appendUint32(b, uint32(code))
 	c.wrote(append(b, debug...))
-	c.goAwaySent, c.goAwayLast = true, c.maxClientID
+	c.goAwaySent, c.goAwayLast = true, last
 }
 
 // Cancel ends s from the owner's side with RST_STREAM code (a response it cannot complete:

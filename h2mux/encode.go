@@ -82,6 +82,7 @@ type HeaderBlock struct {
 	buf      []byte
 	status   int
 	trailers bool
+	request  bool // a request head (client side): te: trailers may go
 	err      error
 	lower    [64]byte
 }
@@ -90,7 +91,7 @@ type HeaderBlock struct {
 // interim and may be followed by others).
 func (c *Conn) Headers(s *Stream, status int) *HeaderBlock {
 	b := &c.hblock
-	b.s, b.trailers, b.status, b.err = s, false, status, nil
+	b.s, b.trailers, b.request, b.status, b.err = s, false, false, status, nil
 	b.buf = b.buf[:0]
 	switch {
 	case status < 100 || status > 999:
@@ -105,7 +106,7 @@ func (c *Conn) Headers(s *Stream, status int) *HeaderBlock {
 // Trailers starts the trailer block of s, which ends the stream when sent.
 func (c *Conn) Trailers(s *Stream) *HeaderBlock {
 	b := &c.hblock
-	b.s, b.trailers, b.status, b.err = s, true, 0, nil
+	b.s, b.trailers, b.request, b.status, b.err = s, true, false, 0, nil
 	b.buf = b.buf[:0]
 	switch {
 	case s.released || s.localDone:
@@ -151,7 +152,13 @@ func addField[T string | []byte](b *HeaderBlock, name, value T) {
 		lower[i] = ch
 	}
 	switch string(lower) {
-	case "connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade", "te":
+	case "te":
+		if b.request && asciiEqualFold(string(value), "trailers") {
+			break // the one te a request may carry (RFC 9113 §8.2.2), which gRPC needs
+		}
+		b.c.ctr.ResponseFieldsDropped.Add(1)
+		return
+	case "connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade":
 		b.c.ctr.ResponseFieldsDropped.Add(1)
 		return
 	}
@@ -191,7 +198,7 @@ func (b *HeaderBlock) Send(end bool) error {
 	}
 	if b.trailers {
 		end = true
-	} else if b.status < 200 && end {
+	} else if !b.request && b.status < 200 && end {
 		return errStatus
 	}
 	c.enter()
@@ -200,7 +207,7 @@ func (b *HeaderBlock) Send(end bool) error {
 	if cap(b.buf) > maxKeptBlock {
 		b.buf = nil // a rare large head: not kept for the connection's life
 	}
-	if !b.trailers && b.status >= 200 {
+	if !b.trailers && (b.status >= 200 || b.request) {
 		s.headSent = true
 	}
 	b.s = nil

@@ -9,6 +9,7 @@ const (
 	blockRequest  = iota // a new stream's request head
 	blockTrailers        // an open stream's trailers
 	blockDiscard         // decoded only to keep the HPACK state in sync
+	blockResponse        // client side: a stream's response head
 )
 
 // headerBlock is the header block being received: HEADERS and its CONTINUATION frames,
@@ -31,6 +32,9 @@ type headerBlock struct {
 
 func (c *Conn) onHeaders(f *frame) error {
 	id := f.streamID
+	if c.client {
+		return c.onResponseHeaders(f)
+	}
 	if id%2 == 0 {
 		return c.fail(ErrCodeProtocol, "HEADERS on an even stream identifier")
 	}
@@ -112,6 +116,8 @@ func (c *Conn) onBlockFragment(f *frame) error {
 		return nil
 	case blockTrailers:
 		return c.endTrailers(hb.s)
+	case blockResponse:
+		return c.endResponse(hb.s)
 	}
 	return c.endRequest()
 }
@@ -200,7 +206,7 @@ func (c *Conn) endTrailers(s *Stream) error {
 	}
 	if s.contentLen >= 0 && s.received != s.contentLen {
 		c.ctr.MalformedRequests.Add(1)
-		return c.streamError(s.id, ErrCodeProtocol, "request body length differs from content-length")
+		return c.streamError(s.id, ErrCodeProtocol, "body length differs from content-length")
 	}
 	s.remoteDone = true
 	if s.linger != 0 {

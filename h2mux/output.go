@@ -142,6 +142,12 @@ func (c *Conn) WriteData(s *Stream, p []byte, end bool) (int, error) {
 // stop sending it (RFC 9113 §8.1).
 func (c *Conn) localEnd(s *Stream) {
 	s.localDone = true
+	if c.client { // the request is complete: the response may go on
+		if s.remoteDone {
+			c.release(s)
+		}
+		return
+	}
 	if !s.remoteDone && c.cfg.LingerTimeout > 0 {
 		s.linger = c.now + int64(c.cfg.LingerTimeout)
 		s.User = nil

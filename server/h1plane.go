@@ -32,7 +32,7 @@ func engineServes(cfg *config.Config, name string) bool {
 		}
 	}
 	for _, pc := range cfg.Pools {
-		if pc.TLS != nil || pc.Protocol != "" && pc.Protocol != "http1" {
+		if pc.TLS != nil || pc.Protocol == "h2" { // h2c: the shards' HTTP/2 backends (h1/h2backend.go)
 			return false
 		}
 	}
