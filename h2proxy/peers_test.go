@@ -29,8 +29,8 @@ pools: [{name: p, protocol: h2c, backends: [{address: %s}]}]
 
 // curl negotiates h2 by ALPN on the TLS listener, speaks h2c with prior knowledge on the
 // h2c listener, and falls back to HTTP/1.1 where asked. Every client the event-loop engine
-// serves reaches the h2c pool over HTTP/2, HTTP/1.1 ones included; HTTP/1.1 on the h2c
-// listener is still handed to the fasthttp plane, which speaks HTTP/1.1 to backends.
+// serves reaches the h2c pool over HTTP/2, HTTP/1.1 ones included (HTTP/1.1 on the h2c
+// listener too: the engine serves it).
 func TestCurlHTTP2(t *testing.T) {
 	curl, err := exec.LookPath("curl")
 	if err != nil {
@@ -46,7 +46,7 @@ func TestCurlHTTP2(t *testing.T) {
 		{"--http2 over TLS", []string{"--http2", "-k", "https://" + tlsAddr + "/a"}, "2", "HTTP/2.0"},
 		{"--http2-prior-knowledge", []string{"--http2-prior-knowledge", "http://" + h2cAddr + "/a"}, "2", "HTTP/2.0"},
 		{"--http1.1 over TLS", []string{"--http1.1", "-k", "https://" + tlsAddr + "/a"}, "1.1", "HTTP/2.0"},
-		{"HTTP/1.1 on the h2c listener", []string{"--http1.1", "http://" + h2cAddr + "/a"}, "1.1", "HTTP/1.1"},
+		{"HTTP/1.1 on the h2c listener", []string{"--http1.1", "http://" + h2cAddr + "/a"}, "1.1", "HTTP/2.0"},
 	}
 	for _, tt := range tests {
 		out, err := exec.Command(curl, append([]string{"-sS", "--max-time", "10", "-w", "\n%{http_version} %{http_code}"}, tt.args...)...).CombinedOutput()
