@@ -5,6 +5,7 @@ package h1
 import (
 	"ballast/config"
 	"ballast/evloop"
+	"ballast/evloop/tlsconn"
 	"ballast/httpcore"
 	"ballast/upstream"
 )
@@ -28,6 +29,11 @@ type backendConn struct {
 	// aprev and anext link every backend connection of the shard (shutdown closes them all).
 	aprev, anext *backendConn
 	ps           *httpcore.Pool // the pool whose keep-alive rules apply while idle
+	// Over TLS (backendtls.go): the configuration it was made with, the handshake in
+	// progress, then the established connection its I/O goes through.
+	tlsv *backendTLS
+	hs   *tlsconn.Conn
+	tls  *tlsconn.Conn
 }
 
 // States of a backend connection.
@@ -36,6 +42,7 @@ const (
 	bcConnecting
 	bcActive
 	bcIdle
+	bcHandshaking // TLS, off the shard (backendtls.go)
 )
 
 // Timer phases.
@@ -65,7 +72,7 @@ func (bc *backendConn) Event(ev evloop.Events) {
 			bc.a.connected(bc.ConnectResult())
 		}
 	case bcIdle:
-		if ev&(evloop.Readable|evloop.Hangup) != 0 {
+		if ev&(evloop.Readable|evloop.Hangup) != 0 && !bc.quietTLS(ev) {
 			bc.close() // closed by the backend, or bytes nobody asked for
 		}
 	case bcActive:
@@ -111,6 +118,8 @@ func (bc *backendConn) Expire(now int64) {
 		a.failed(httpcore.Timeout, nil)
 	case bIdle:
 		bc.close()
+	case bHandshake:
+		bc.handshakeTimeout()
 	}
 }
 
@@ -139,6 +148,7 @@ func (bc *backendConn) close() {
 		sh.unlinkIdle(bc)
 	}
 	bc.Shard().Stop(&bc.timer)
+	bc.closeTLS()
 	bc.FD.Close()
 	bc.releaseIn()
 	sh.unlinkAll(bc)
@@ -219,6 +229,10 @@ func (sh *shard) putIdle(bc *backendConn, ps *httpcore.Pool) {
 	n := len(sh.e.shards)
 	if ps.MaxRequests > 0 && bc.served+1 >= ps.MaxRequests || len(si.conns) >= (maxIdle+n-1)/n || sh.e.stopping.Load() {
 		bc.close()
+		return
+	}
+	if bc.tls != nil && bc.Ready&evloop.Readable != 0 && !bc.quietTLS(0) {
+		bc.close() // crypto/tls held more than the response: a close_notify, stray bytes
 		return
 	}
 	bc.a, bc.state, bc.ps, bc.scan = nil, bcIdle, ps, 0

@@ -46,6 +46,10 @@ type Engine struct {
 	handshakes, maxHandshakes atomic.Int64
 	trust                     atomic.Pointer[proxyproto.Trust] // who accept_proxy listeners take headers from
 
+	// backendHandshakes counts the backend TLS handshakes in progress, bounded by
+	// maxBackendHandshakes (backendtls.go).
+	backendHandshakes, maxBackendHandshakes atomic.Int64
+
 	// HTTP/2 on h2c listeners (h2conn.go): the Conn's settings for a listener, and the
 	// counters every Conn adds to; nil h2config: h2c listeners are not the engine's.
 	h2config   func(*config.Listener) h2mux.Config
@@ -160,6 +164,8 @@ type shardStats struct {
 	headerTimeouts, idleTimeouts            atomic.Int64
 	bodyTimeouts, writeTimeouts             atomic.Int64
 	tlsFailures, tlsRefused                 atomic.Int64
+	backendTLS, backendTLSResumed           atomic.Int64
+	backendTLSFailures, backendTLSRefused   atomic.Int64
 	backendConns, connects, connectFailures atomic.Int64
 	active, queued, tunnels                 atomic.Int64
 	_                                       [64]byte
@@ -177,6 +183,10 @@ type Stats struct {
 	TLSFailures               int64 // TLS handshakes that failed or timed out (read_header_timeout)
 	TLSRefused                int64 // connections closed at accept: maxHandshakes were in progress
 	BackendConns              int64 // open backend connections (in use or idle)
+	BackendTLS                int64 // backend TLS handshakes completed (backendtls.go)
+	BackendTLSResumed         int64 // of which resumed a session the backend had given
+	BackendTLSFailures        int64 // backend handshakes that failed (verification) or timed out (timeouts.connect)
+	BackendTLSRefused         int64 // backend connections failed: maxBackendHandshakes were in progress
 	Connects, ConnectFailures int64
 	Active                    int64 // requests in flight (reading the body up to the response's end)
 	Queued                    int64 // requests that waited in a backlog
@@ -202,6 +212,7 @@ func New(core *httpcore.Core, logger *slog.Logger) (*Engine, error) {
 	}
 	e := &Engine{logger: logger, core: core, group: g, done: make(chan struct{})}
 	e.maxHandshakes.Store(maxHandshakes)
+	e.maxBackendHandshakes.Store(maxBackendHandshakes)
 	for _, s := range g.Shards() {
 		sh := &shard{e: e, s: s, id: s.ID(), wbuf: make([]byte, 0, 2*evloop.ReadBufSize)}
 		sh.br = bufio.NewReaderSize(&sh.rd, evloop.ReadBufSize)
@@ -231,6 +242,10 @@ func (e *Engine) Stats() Stats {
 		s.TLSFailures += st.tlsFailures.Load()
 		s.TLSRefused += st.tlsRefused.Load()
 		s.BackendConns += st.backendConns.Load()
+		s.BackendTLS += st.backendTLS.Load()
+		s.BackendTLSResumed += st.backendTLSResumed.Load()
+		s.BackendTLSFailures += st.backendTLSFailures.Load()
+		s.BackendTLSRefused += st.backendTLSRefused.Load()
 		s.Connects += st.connects.Load()
 		s.ConnectFailures += st.connectFailures.Load()
 		s.Active += st.active.Load()

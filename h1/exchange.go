@@ -427,6 +427,10 @@ func (ex *exchange) launch(b *upstream.Backend) {
 			if bc == nil {
 				break
 			}
+			if bc.staleTLS() { // made under a tls a reload changed since
+				bc.close()
+				continue
+			}
 			if !ex.idem && bc.PeerGone() {
 				// The backend closed it: nothing was sent, so the request may go out on another
 				// connection whatever its method. Checked only for requests that could not be
@@ -549,7 +553,7 @@ func (a *attempt) connect(ap netip.AddrPort) {
 		bc.arm(bConnect, sh.now+int64(ex.ps.ConnectTimeout))
 		return
 	}
-	a.send()
+	a.established()
 }
 
 func (a *attempt) attach(bc *backendConn) {
@@ -566,7 +570,7 @@ func (a *attempt) connected(err error) {
 		return
 	}
 	a.bc.state = bcActive
-	a.send()
+	a.established()
 }
 
 // send writes the request (what is left of it) to the backend, then, for the first attempt,
