@@ -130,7 +130,9 @@ func (a *attempt) established() {
 	bc.hs, bc.state = tc, bcHandshaking
 	bc.arm(bHandshake, sh.now+int64(timeout))
 	h := &handshakeDone{bc: bc, gen: bc.gen, tc: tc}
-	go h.run(e, sh.s, timeout)
+	// The shard's timer decides (and cancels the handshake); the goroutine's own deadline,
+	// later, only bounds it should the shard be gone.
+	go h.run(e, sh.s, timeout+time.Second)
 }
 
 // handshakeDone brings a backend connection's handshake back to its shard.

@@ -54,24 +54,25 @@ const big = 64 << 20
 
 // bigBackend serves GET /down (64 MiB, Content-Length or chunked with ?chunked) and
 // POST /up (answers the body's size and SHA-256).
-func bigBackend(t testing.TB) string {
-	return httpBackend(t, func(w http.ResponseWriter, r *http.Request) {
-		switch r.URL.Path {
-		case "/down":
-			if r.URL.Query().Get("chunked") == "" {
-				w.Header().Set("Content-Length", strconv.Itoa(big))
-			}
-			_, _ = io.Copy(w, &pattern{n: big})
-		case "/up":
-			h := sha256.New()
-			n, err := io.Copy(h, r.Body)
-			if err != nil {
-				w.WriteHeader(500)
-				return
-			}
-			fmt.Fprintf(w, "%d %x", n, h.Sum(nil))
+func bigBackend(t testing.TB) string { return httpBackend(t, bigHandler) }
+
+// bigHandler is bigBackend's handler.
+func bigHandler(w http.ResponseWriter, r *http.Request) {
+	switch r.URL.Path {
+	case "/down":
+		if r.URL.Query().Get("chunked") == "" {
+			w.Header().Set("Content-Length", strconv.Itoa(big))
 		}
-	})
+		_, _ = io.Copy(w, &pattern{n: big})
+	case "/up":
+		h := sha256.New()
+		n, err := io.Copy(h, r.Body)
+		if err != nil {
+			w.WriteHeader(500)
+			return
+		}
+		fmt.Fprintf(w, "%d %x", n, h.Sum(nil))
+	}
 }
 
 // Test64MiBBothWays moves 64 MiB each way, with a length and chunked, and checks every byte,

@@ -757,7 +757,7 @@ func (a *attempt) failed(f httpcore.Failure, err error) {
 	}
 	a.drop(&o)
 	ps.Release(b, time.Duration(ex.sh.now-a.start), 0, ps.BackendFailure(&o))
-	if f == httpcore.Connect {
+	if f == httpcore.Connect && err != errBackendHandshakes { // our own bound is no fault of b's
 		ps.Upstream.Unreachable(b)
 	}
 	untouched := !ex.stream || ex.bodyIn == 0
