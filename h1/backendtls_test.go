@@ -444,3 +444,52 @@ func TestBackendTLSReload(t *testing.T) {
 		t.Fatalf("cleartext to the TLS backend: %d %q, want Go's 400 for HTTP to an HTTPS server", resp.StatusCode, b)
 	}
 }
+
+// TestBackendTLSFromH2C: HTTP/2 streams served on the shards (h2c) reach an HTTPS backend as
+// HTTP/1.1 over TLS, sharing the shard's pooled connection: bodies go up, and the streams of
+// one client, one at a time, cost one handshake.
+func TestBackendTLSFromH2C(t *testing.T) {
+	be := newTLSBackend(t, whoAmI, nil)
+	te, _ := h2cEngine(t, testConfig(tlsPool(config.BackendTLS{CA: be.ca, ServerName: "backend.test"}, be.addr)), nil)
+	c := h2cClient()
+	for i := range 10 {
+		var body io.Reader
+		want := "tls sni=backend.test alpn=http/1.1 certs=0 body=0"
+		if i%2 == 1 {
+			body, want = io.MultiReader(strings.NewReader(strings.Repeat("u", 70000))), strings.Replace(want, "body=0", "body=70000", 1)
+		}
+		resp, b := get(t, c, "POST", te.url("/"), body, nil)
+		if resp.ProtoMajor != 2 || resp.StatusCode != 200 || string(b) != want {
+			t.Fatalf("stream %d: HTTP/%d %d %q, want %q", i, resp.ProtoMajor, resp.StatusCode, b, want)
+		}
+	}
+	if st := te.Stats(); st.BackendTLS != 1 || be.conns.Load() != 1 {
+		t.Fatalf("10 streams: %d handshakes, %d backend connections; want 1 and 1", st.BackendTLS, be.conns.Load())
+	}
+}
+
+// BenchmarkForwardKeepAliveTLS is BenchmarkForwardKeepAlive with the backend reached over
+// TLS (records read and written on the shard through crypto/tls, one pooled connection):
+// allocations of the whole process per request, the backend's crypto/tls server included.
+func BenchmarkForwardKeepAliveTLS(b *testing.B) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	addr := serveFixed(b, tls.NewListener(ln, &tls.Config{Certificates: []tls.Certificate{testcert.New(b, "backend.test")}}))
+	cfg := testConfig(tlsPool(config.BackendTLS{InsecureSkipVerify: true}, addr))
+	cfg.Listeners[0].ExposeBackend = false
+	te := startEngine(b, cfg)
+	k := newKeepAliveClient(b, te.addr)
+	for range 100 {
+		k.do(b)
+	}
+	if st := te.Stats(); st.BackendTLS != 1 {
+		b.Fatalf("%d backend handshakes, want the one pooled connection's", st.BackendTLS)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		k.do(b)
+	}
+}

@@ -180,7 +180,7 @@ func (c *Conn) Read(p []byte) (int, error) {
 		c.t.f.Ready |= evloop.Readable // crypto/tls may hold more than the socket shows
 		return n, nil
 	}
-	if err == nil {
+	if err == nil || err == errWouldBlock { // crypto/tls passes the transport's on as it is
 		return 0, evloop.ErrAgain
 	}
 	var ne net.Error
