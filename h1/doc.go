@@ -95,8 +95,20 @@
 // runs the handshake (package evloop/tlsconn, within read_header_timeout), a connection that
 // negotiated h2 by ALPN goes to the HTTP/2 server given, and the others come back to their
 // shard, whose reads and writes then go through crypto/tls (clientConn's Read, Write, Writev,
-// ShutdownWrite keep the socket's contract). Compression and backends reached over TLS or
-// HTTP/2 stay on the fasthttp plane for now.
+// ShutdownWrite keep the socket's contract). Compression and backends reached over HTTP/2
+// stay on the fasthttp plane for now.
+//
+// Backends over TLS (a pool's tls, backendtls.go): once the shard's connect completes, a
+// goroutine runs the client handshake (tlsconn.Client on the shard, Handshake off it) within
+// timeouts.connect, at most maxBackendHandshakes at once (Stats.BackendTLSRefused past it), and
+// the connection comes back to its shard, where backendConn's Read, Write and ShutdownWrite go
+// through crypto/tls; it is pooled, kept alive, retried and tunnelled as a plain one. A
+// handshake that fails or times out is a connect failure (nothing was sent: any method may
+// go elsewhere), logged and counted (Stats.BackendTLSFailures). The client configuration
+// (tlsconf.Backend: server name, roots, client certificate, ALPN http/1.1) and its session
+// cache are built per backend when the pool is attached, off the shards (a file that cannot be
+// read refuses the configuration); a reload that changes the pool's tls builds new ones and
+// the idle connections made under the old one are closed instead of reused.
 //
 // A client that closes its side while its request waits for the response head (gone.go) gets
 // one second to be answered (it may only have half-closed), then the exchange is abandoned.
