@@ -493,3 +493,61 @@ func BenchmarkForwardKeepAliveTLS(b *testing.B) {
 		k.do(b)
 	}
 }
+
+// TestBackendTLSBadRecord: a backend whose answer is a record that does not authenticate, or
+// one longer than TLS allows, fails the attempt (502 with no other backend) and has its
+// connection closed and freed; the engine serves the next request on a new connection.
+func TestBackendTLSBadRecord(t *testing.T) {
+	for _, rec := range []string{
+		"\x17\x03\x03\x00\x20" + strings.Repeat("x", 32), // application data that does not authenticate
+		"\x17\x03\x03\xff\xff",                           // a length past the largest record
+	} {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ln.Close()
+		cert := testcert.New(t, "backend.test")
+		served := make(chan struct{}, 4)
+		go func() {
+			for n := 0; ; n++ {
+				raw, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				go func() {
+					defer raw.Close()
+					tc := tls.Server(raw, &tls.Config{Certificates: []tls.Certificate{cert}})
+					buf := make([]byte, 4096)
+					if _, err := tc.Read(buf); err != nil {
+						return
+					}
+					if n == 0 {
+						_, _ = io.WriteString(raw, rec) // beside crypto/tls, on the socket
+						_, _ = io.Copy(io.Discard, raw)
+						served <- struct{}{}
+						return
+					}
+					_, _ = io.WriteString(tc, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+					_, _ = io.Copy(io.Discard, tc)
+				}()
+			}
+		}()
+		pc := tlsPool(config.BackendTLS{InsecureSkipVerify: true}, ln.Addr().String())
+		pc.Retries.Attempts = 1
+		te := startEngine(t, testConfig(pc))
+		if resp, b := get(t, testClient(), "GET", te.url("/"), nil, nil); resp.StatusCode != 502 {
+			t.Fatalf("%q: %d %q, want 502", rec[:5], resp.StatusCode, b)
+		}
+		select {
+		case <-served:
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%q: the connection that sent it stayed open", rec[:5])
+		}
+		waitFor(t, "the connection's record", func() bool { return te.Stats().BackendConns == 0 })
+		waitFor(t, "a request served after it", func() bool {
+			resp, b := get(t, testClient(), "GET", te.url("/"), nil, nil)
+			return resp.StatusCode == 200 && string(b) == "ok"
+		})
+	}
+}
