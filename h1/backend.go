@@ -29,11 +29,13 @@ type backendConn struct {
 	// aprev and anext link every backend connection of the shard (shutdown closes them all).
 	aprev, anext *backendConn
 	ps           *httpcore.Pool // the pool whose keep-alive rules apply while idle
-	// Over TLS (backendtls.go): the configuration it was made with, the handshake in
-	// progress, then the established connection its I/O goes through.
-	tlsv *backendTLS
-	hs   *tlsconn.Conn
-	tls  *tlsconn.Conn
+	// Over TLS (backendtls.go): the configuration it was made with (and the pool's tls
+	// section last found to match it), the handshake in progress, then the established
+	// connection its I/O goes through.
+	tlsv   *backendTLS
+	tlsFor *config.BackendTLS
+	hs     *tlsconn.Conn
+	tls    *tlsconn.Conn
 }
 
 // States of a backend connection.

@@ -27,9 +27,11 @@ import (
 // The client configuration (tlsconf.Backend: server name, roots, client certificate, ALPN
 // http/1.1, a session cache) is built per backend when its pool is attached, off the
 // shards, so that a CA or certificate that cannot be read refuses the configuration; a
-// reload that changes the pool's tls builds a new one, and connections made under the old
-// one are not reused. The session cache lives with the configuration: a backend's new
-// connections resume the sessions its earlier ones were given (Stats.BackendTLSResumed).
+// reload that changes the pool's tls builds a new one beside the old (tlsSet), a connection
+// takes the one of its exchange's table (so a reload refused after the attach weakens
+// nothing), and idle connections made under another tls are not reused. The session cache
+// lives with the configuration: a backend's new connections resume the sessions its earlier
+// ones were given (Stats.BackendTLSResumed).
 
 // maxBackendHandshakes bounds the backend TLS handshakes in progress in an engine, each a
 // goroutine and two descriptors for up to timeouts.connect: past it a new connection fails
@@ -38,7 +40,7 @@ const maxBackendHandshakes = 1024
 
 // backendTLS is how one backend is reached over TLS: the pool's tls section it was built
 // from and the client configuration (its session cache with it), or the error building it
-// gave. A connection keeps the pointer it was made with (backendConn.tlsv).
+// gave. A connection keeps the one it was made with (backendConn.tlsv).
 type backendTLS struct {
 	key config.BackendTLS
 	cfg *tls.Config
@@ -51,6 +53,7 @@ const bHandshake = bIdle + 1
 var (
 	errBackendHandshakes = errors.New("too many backend TLS handshakes in progress")
 	errHandshakeTimeout  = errors.New("backend TLS handshake timed out (timeouts.connect)")
+	errNoBackendTLS      = errors.New("no TLS configuration attached for the backend")
 )
 
 // newBackendTLS builds the client configuration for backend address of a pool with tls t,
@@ -60,12 +63,53 @@ func newBackendTLS(t *config.BackendTLS, address string, alpn []string) *backend
 	return &backendTLS{key: *t, cfg: cfg, err: err}
 }
 
+// tlsSet is the ways one backend is reached over TLS, newest first: one per distinct tls
+// section of the pool configurations attached lately (maxTLSSet), so that a connection takes
+// the one of its exchange's table (a reload that was refused after the engine attached, or
+// requests still on the previous table, keep what they were configured with).
+type tlsSet struct{ list []*backendTLS }
+
+// maxTLSSet bounds a backend's tlsSet: the installed table's, the previous ones', and those
+// of reloads that were refused.
+const maxTLSSet = 4
+
+// find returns the entry built from t, nil when there is none.
+func (s *tlsSet) find(t *config.BackendTLS) *backendTLS {
+	if s == nil {
+		return nil
+	}
+	for _, bt := range s.list {
+		if bt.key == *t {
+			return bt
+		}
+	}
+	return nil
+}
+
+// addTLS makes bt the newest entry of st's set (nil adds nothing), copied on write: the
+// shards read the set without a lock.
+func (st *backendState) addTLS(bt *backendTLS) {
+	if bt == nil {
+		return
+	}
+	old := st.tls.Load()
+	list := []*backendTLS{bt}
+	if old != nil {
+		for _, o := range old.list {
+			if o.key != bt.key && len(list) < maxTLSSet {
+				list = append(list, o)
+			}
+		}
+	}
+	st.tls.Store(&tlsSet{list: list})
+}
+
 // tlsFor builds the client configuration of every backend of pc's pool there now (an error,
 // a file that cannot be read, refuses the configuration before anything changed) and returns
-// what each backend gets: for an HTTP/1 pool with tls, the one built (a backend whose pool's
-// tls did not change keeps its own, and its session cache), or one built when a backend is
-// added later (discovery, the runtime API: an error then fails its connections rather than
-// falling back to cleartext); nil for a pool without tls.
+// what each backend gets: for an HTTP/1 pool with tls, the one built (a backend that has one
+// for the same tls keeps it, and its session cache), or one built when a backend is added
+// later (discovery, the runtime API: an error then fails its connections rather than falling
+// back to cleartext); nil for a pool without tls.
 func tlsFor(pc *config.Pool, pool *upstream.Pool) (func(*upstream.Backend) *backendTLS, error) {
 	if pc.TLS == nil || pc.Protocol != "" && pc.Protocol != config.BackendHTTP1 {
 		return func(*upstream.Backend) *backendTLS { return nil }, nil // HTTP/2 pools are not the engine's
@@ -73,8 +117,8 @@ func tlsFor(pc *config.Pool, pool *upstream.Pool) (func(*upstream.Backend) *back
 	key := *pc.TLS
 	build := func(b *upstream.Backend) *backendTLS {
 		if st := stateOf(b); st != nil {
-			if cur := st.tls.Load(); cur != nil && cur.key == key && cur.err == nil {
-				return cur // unchanged: the configuration and its session cache stay
+			if cur := st.tls.Load().find(&key); cur != nil && cur.err == nil {
+				return cur // the same tls: the configuration and its session cache stay
 			}
 		}
 		return newBackendTLS(&key, b.Address, []string{tlsconf.ALPNHTTP1})
@@ -99,13 +143,19 @@ func tlsFor(pc *config.Pool, pool *upstream.Pool) (func(*upstream.Backend) *back
 // to a backend reached over TLS, after the handshake.
 func (a *attempt) established() {
 	bc := a.bc
-	bt := bc.st.tls.Load()
-	bc.tlsv = bt
-	if bt == nil {
+	want := a.ex.ps.Conf.TLS
+	if want == nil {
 		a.send()
 		return
 	}
 	sh := a.ex.sh
+	bt := bc.st.tls.Load().find(want)
+	if bt == nil { // not reached: the engine attaches every pool before its table serves
+		sh.st.connectFailures.Add(1)
+		a.failed(httpcore.Connect, errNoBackendTLS)
+		return
+	}
+	bc.tlsv, bc.tlsFor = bt, want
 	if bt.err != nil {
 		sh.st.connectFailures.Add(1)
 		a.failed(httpcore.Connect, bt.err)
@@ -204,9 +254,21 @@ func (bc *backendConn) closeTLS() {
 	}
 }
 
-// staleTLS reports whether an idle connection was made under another tls than its
-// backend's now (a reload changed it): it is not reused.
-func (bc *backendConn) staleTLS() bool { return bc.tlsv != bc.st.tls.Load() }
+// staleTLS reports whether an idle connection was made under another tls than ps's (a
+// reload changed it): it is not reused. Pointers first: a table's pool keeps its section.
+func (bc *backendConn) staleTLS(ps *httpcore.Pool) bool {
+	want := ps.Conf.TLS
+	switch {
+	case want == bc.tlsFor:
+		return false
+	case want == nil || bc.tlsv == nil:
+		return true
+	case *want == bc.tlsv.key:
+		bc.tlsFor = want
+		return false
+	}
+	return true
+}
 
 // quietTLS reports, for a TLS connection that is to be idle or that the backend spoke on
 // while idle, whether crypto/tls read nothing but records of its own (a session ticket, a

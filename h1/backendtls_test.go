@@ -551,3 +551,37 @@ func TestBackendTLSBadRecord(t *testing.T) {
 		})
 	}
 }
+
+// TestBackendTLSRefusedReloadKeepsVerification: a reload the core refuses after the engine
+// attached its pools (here a later pool's unreadable ca) weakens nothing: the running
+// table's pool still verifies with its own tls, though the refused one skipped verification.
+func TestBackendTLSRefusedReloadKeepsVerification(t *testing.T) {
+	be := newTLSBackend(t, whoAmI, nil)
+	otherCA, _ := testcert.Write(t, t.TempDir(), "other", 2, "backend.test")
+	strict := config.BackendTLS{CA: otherCA, ServerName: "backend.test"} // rejects be's certificate
+	te := startEngine(t, testConfig(tlsPool(strict, be.addr)))
+	weak := tlsPool(config.BackendTLS{InsecureSkipVerify: true}, be.addr)
+	broken := testPool("q", "roundrobin", be.addr)
+	broken.TLS = &config.BackendTLS{CA: "/nonexistent/ca.pem"}
+	next := testConfig(weak, broken)
+	next.Listeners[0].Address = te.addr
+	p, err := upstream.NewPool(next.Pools[0].Spec(nil), te.pools["p"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, err := upstream.NewPool(next.Pools[1].Spec(nil), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := te.Swap(next, map[string]*upstream.Pool{"p": p, "q": q}); err == nil {
+		t.Fatal("a reload with an unreadable ca was taken")
+	}
+	p.Close()
+	q.Close()
+	if resp, b := get(t, testClient(), "GET", te.url("/"), nil, nil); resp.StatusCode != 502 {
+		t.Fatalf("after the refused reload: %d %q, want 502 (the running tls verifies)", resp.StatusCode, b)
+	}
+	if st := te.Stats(); st.BackendTLSFailures != 1 || st.BackendTLS != 0 {
+		t.Fatalf("failures %d, handshakes %d; want the verification failure", st.BackendTLSFailures, st.BackendTLS)
+	}
+}

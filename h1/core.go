@@ -26,8 +26,9 @@ type backendState struct {
 	shards []shardIdle
 	// resolved caches the address of a backend named by host name (resolved off the shard).
 	resolved atomic.Pointer[resolvedAddr]
-	// tls is how the backend is reached over TLS (backendtls.go); nil: in cleartext.
-	tls atomic.Pointer[backendTLS]
+	// tls holds the ways the backend is reached over TLS (backendtls.go), one per pool tls
+	// attached lately; a connection takes the one of its exchange's pool configuration.
+	tls atomic.Pointer[tlsSet]
 }
 
 // resolvedAddr is a host name's address and the shard clock reading it is good until.
@@ -61,11 +62,11 @@ func (e *Engine) attach(pc *config.Pool, pool *upstream.Pool) error {
 	n := len(e.shards)
 	pool.Attach(backendSlot, func(b *upstream.Backend) any {
 		st := &backendState{shards: make([]shardIdle, n)}
-		st.tls.Store(tlsOf(b))
+		st.addTLS(tlsOf(b))
 		return st
 	})
 	for _, b := range pool.Backends() {
-		stateOf(b).tls.Store(tlsOf(b))
+		stateOf(b).addTLS(tlsOf(b))
 	}
 	return nil
 }

@@ -107,8 +107,9 @@
 // go elsewhere), logged and counted (Stats.BackendTLSFailures). The client configuration
 // (tlsconf.Backend: server name, roots, client certificate, ALPN http/1.1) and its session
 // cache are built per backend when the pool is attached, off the shards (a file that cannot be
-// read refuses the configuration); a reload that changes the pool's tls builds new ones and
-// the idle connections made under the old one are closed instead of reused.
+// read refuses the configuration); a reload that changes the pool's tls builds new ones beside
+// the old, each connection takes the one of its exchange's table, and idle connections made
+// under another tls are closed instead of reused.
 //
 // A client that closes its side while its request waits for the response head (gone.go) gets
 // one second to be answered (it may only have half-closed), then the exchange is abandoned.

@@ -427,7 +427,7 @@ func (ex *exchange) launch(b *upstream.Backend) {
 			if bc == nil {
 				break
 			}
-			if bc.staleTLS() { // made under a tls a reload changed since
+			if bc.staleTLS(ex.ps) { // made under a tls a reload changed since
 				bc.close()
 				continue
 			}
