@@ -22,9 +22,11 @@ var (
 	dH1Tunnels  = prometheus.NewDesc("ballast_http1_tunnels", "Upgrade tunnels open on the engine.", nil, nil)
 	dH1Backends = prometheus.NewDesc("ballast_http1_backend_connections", "Backend connections the engine has open (in use or idle).", nil, nil)
 	dH1Connects = prometheus.NewDesc("ballast_http1_backend_connects_total", "Backend connections the engine opened.", nil, nil)
+	dH1BackTLS  = prometheus.NewDesc("ballast_http1_backend_tls_handshakes_total", "TLS handshakes with backends (pools with tls) the engine completed.", nil, nil)
+	dH1Resumed  = prometheus.NewDesc("ballast_http1_backend_tls_resumed_total", "Of the engine's completed backend TLS handshakes, those that resumed a session the backend had given.", nil, nil)
 	dH1Queued   = prometheus.NewDesc("ballast_http1_queued_total", "Requests that waited in a pool's backlog on the engine.", nil, nil)
-	dH1Events   = prometheus.NewDesc("ballast_http1_events_total", "What the engine refused or ended, by event: refused_head (a head its checks answered 4xx/5xx), conns_per_client (a connection closed at accept for max_conns_per_client), header_timeout (read_header_timeout), idle_timeout (a kept-alive connection), body_timeout (408), write_timeout (a client that took nothing of its response for idle_timeout), tls_failure (a handshake that failed or timed out), tls_refused (closed at accept: 4096 handshakes in progress), connect_failure (a backend connect), accept_failure (no descriptor), log_dropped (access-log lines lost to a writer that fell behind). PROXY headers refused: ballast_listener_proxy_refused_total.", []string{"event"}, nil)
-	http1Descs  = []*prometheus.Desc{dH1Conns, dH1Accepted, dH1Requests, dH1Active, dH1Tunnels, dH1Backends, dH1Connects, dH1Queued, dH1Events}
+	dH1Events   = prometheus.NewDesc("ballast_http1_events_total", "What the engine refused or ended, by event: refused_head (a head its checks answered 4xx/5xx), conns_per_client (a connection closed at accept for max_conns_per_client), header_timeout (read_header_timeout), idle_timeout (a kept-alive connection), body_timeout (408), write_timeout (a client that took nothing of its response for idle_timeout), tls_failure (a handshake that failed or timed out), tls_refused (closed at accept: 4096 handshakes in progress), connect_failure (a backend connect), backend_tls_failure (a backend handshake that failed verification or timed out), backend_tls_refused (a backend connection failed: 1024 backend handshakes in progress), accept_failure (no descriptor), log_dropped (access-log lines lost to a writer that fell behind). PROXY headers refused: ballast_listener_proxy_refused_total.", []string{"event"}, nil)
+	http1Descs  = []*prometheus.Desc{dH1Conns, dH1Accepted, dH1Requests, dH1Active, dH1Tunnels, dH1Backends, dH1Connects, dH1BackTLS, dH1Resumed, dH1Queued, dH1Events}
 )
 
 func (c *liveCollector) collectHTTP1(ch chan<- prometheus.Metric) {
@@ -47,6 +49,8 @@ func (c *liveCollector) collectHTTP1(ch chan<- prometheus.Metric) {
 	counter(dH1Requests, s.Requests)
 	counter(dH1Connects, s.Connects)
 	counter(dH1Queued, s.Queued)
+	counter(dH1BackTLS, s.BackendTLS)
+	counter(dH1Resumed, s.BackendTLSResumed)
 	for _, e := range []struct {
 		name string
 		n    int64
@@ -60,6 +64,8 @@ func (c *liveCollector) collectHTTP1(ch chan<- prometheus.Metric) {
 		{"tls_failure", s.TLSFailures},
 		{"tls_refused", s.TLSRefused},
 		{"connect_failure", s.ConnectFailures},
+		{"backend_tls_failure", s.BackendTLSFailures},
+		{"backend_tls_refused", s.BackendTLSRefused},
 		{"accept_failure", s.AcceptFailures},
 		{"log_dropped", s.LogDropped},
 	} {

@@ -5,6 +5,7 @@ package h1
 import (
 	"ballast/config"
 	"ballast/evloop"
+	"ballast/evloop/tlsconn"
 	"ballast/httpcore"
 	"ballast/upstream"
 )
@@ -29,6 +30,13 @@ type backendConn struct {
 	// aprev and anext link every backend connection of the shard (shutdown closes them all).
 	aprev, anext *backendConn
 	ps           *httpcore.Pool // the pool whose keep-alive rules apply while idle
+	// Over TLS (backendtls.go): the configuration it was made with (and the pool's tls
+	// section last found to match it), the handshake in progress, then the established
+	// connection its I/O goes through.
+	tlsv   *backendTLS
+	tlsFor *config.BackendTLS
+	hs     *tlsconn.Conn
+	tls    *tlsconn.Conn
 }
 
 // States of a backend connection.
@@ -37,6 +45,7 @@ const (
 	bcConnecting
 	bcActive
 	bcIdle
+	bcHandshaking // TLS, off the shard (backendtls.go)
 )
 
 // Timer phases.
@@ -47,7 +56,8 @@ const (
 	bIdle           // timeouts.idle of a pooled connection
 )
 
-// Registered, Shard, Read and Write are the socket's, or the HTTP/2 stream's (h2backend.go).
+// Registered, Shard, Read and Write are the socket's, the HTTP/2 stream's (h2backend.go), or
+// through crypto/tls to a backend reached over TLS (backendtls.go).
 func (bc *backendConn) Registered() bool     { return bc.h2 != nil || bc.FD.Registered() }
 func (bc *backendConn) Shard() *evloop.Shard { return bc.sh.s }
 
@@ -55,12 +65,18 @@ func (bc *backendConn) Read(p []byte) (int, error) {
 	if bc.h2 != nil {
 		return bc.h2.read(p)
 	}
+	if bc.tls != nil {
+		return bc.tls.Read(p)
+	}
 	return bc.FD.Read(p)
 }
 
 func (bc *backendConn) Write(p []byte) (int, error) {
 	if bc.h2 != nil {
 		return bc.h2.write(p)
+	}
+	if bc.tls != nil {
+		return bc.tls.Write(p)
 	}
 	return bc.FD.Write(p)
 }
@@ -84,7 +100,7 @@ func (bc *backendConn) Event(ev evloop.Events) {
 			bc.a.connected(bc.ConnectResult())
 		}
 	case bcIdle:
-		if ev&(evloop.Readable|evloop.Hangup) != 0 {
+		if ev&(evloop.Readable|evloop.Hangup) != 0 && !bc.quietTLS(ev) {
 			bc.close() // closed by the backend, or bytes nobody asked for
 		}
 	case bcActive:
@@ -130,6 +146,8 @@ func (bc *backendConn) Expire(now int64) {
 		a.failed(httpcore.Timeout, nil)
 	case bIdle:
 		bc.close()
+	case bHandshake:
+		bc.handshakeTimeout()
 	}
 }
 
@@ -162,6 +180,7 @@ func (bc *backendConn) close() {
 		sh.unlinkIdle(bc)
 	}
 	bc.Shard().Stop(&bc.timer)
+	bc.closeTLS()
 	bc.FD.Close()
 	bc.releaseIn()
 	sh.unlinkAll(bc)
@@ -244,6 +263,10 @@ func (sh *shard) putIdle(bc *backendConn, ps *httpcore.Pool) {
 	n := len(sh.e.shards)
 	if ps.MaxRequests > 0 && bc.served+1 >= ps.MaxRequests || len(si.conns) >= (ps.MaxIdle+n-1)/n || sh.e.stopping.Load() {
 		bc.close()
+		return
+	}
+	if bc.tls != nil && bc.Ready&evloop.Readable != 0 && !bc.quietTLS(0) {
+		bc.close() // crypto/tls held more than the response: a close_notify, stray bytes
 		return
 	}
 	bc.a, bc.state, bc.ps, bc.scan = nil, bcIdle, ps, 0

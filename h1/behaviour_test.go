@@ -24,6 +24,7 @@ import (
 
 	"ballast/config"
 	"ballast/internal/h1conformance"
+	"ballast/internal/testcert"
 	"ballast/upstream"
 )
 
@@ -54,24 +55,25 @@ const big = 64 << 20
 
 // bigBackend serves GET /down (64 MiB, Content-Length or chunked with ?chunked) and
 // POST /up (answers the body's size and SHA-256).
-func bigBackend(t testing.TB) string {
-	return httpBackend(t, func(w http.ResponseWriter, r *http.Request) {
-		switch r.URL.Path {
-		case "/down":
-			if r.URL.Query().Get("chunked") == "" {
-				w.Header().Set("Content-Length", strconv.Itoa(big))
-			}
-			_, _ = io.Copy(w, &pattern{n: big})
-		case "/up":
-			h := sha256.New()
-			n, err := io.Copy(h, r.Body)
-			if err != nil {
-				w.WriteHeader(500)
-				return
-			}
-			fmt.Fprintf(w, "%d %x", n, h.Sum(nil))
+func bigBackend(t testing.TB) string { return httpBackend(t, bigHandler) }
+
+// bigHandler is bigBackend's handler.
+func bigHandler(w http.ResponseWriter, r *http.Request) {
+	switch r.URL.Path {
+	case "/down":
+		if r.URL.Query().Get("chunked") == "" {
+			w.Header().Set("Content-Length", strconv.Itoa(big))
 		}
-	})
+		_, _ = io.Copy(w, &pattern{n: big})
+	case "/up":
+		h := sha256.New()
+		n, err := io.Copy(h, r.Body)
+		if err != nil {
+			w.WriteHeader(500)
+			return
+		}
+		fmt.Fprintf(w, "%d %x", n, h.Sum(nil))
+	}
 }
 
 // Test64MiBBothWays moves 64 MiB each way, with a length and chunked, and checks every byte,
@@ -544,13 +546,29 @@ func TestStaleKeepAlive(t *testing.T) {
 
 // TestTunnel: an Upgrade request gets the backend's 101 and a two-way byte stream; the
 // client's half-close reaches the backend and the backend's last bytes still reach the
-// client; the slot is held for the tunnel's life.
+// client; the slot is held for the tunnel's life. The backend is reached in cleartext and
+// over TLS (half-closes as close_notify and FIN).
 func TestTunnel(t *testing.T) {
+	for _, overTLS := range []bool{false, true} {
+		name := "plain"
+		if overTLS {
+			name = "tls-backend"
+		}
+		t.Run(name, func(t *testing.T) { testTunnel(t, overTLS) })
+	}
+}
+
+func testTunnel(t *testing.T, overTLS bool) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer ln.Close()
+	pc := testPool("p", "roundrobin", ln.Addr().String())
+	if overTLS {
+		ln = tls.NewListener(ln, &tls.Config{Certificates: []tls.Certificate{testcert.New(t, "backend.test")}})
+		pc.TLS = &config.BackendTLS{InsecureSkipVerify: true}
+	}
 	gotHead := make(chan string, 1)
 	go func() {
 		c, err := ln.Accept()
@@ -568,9 +586,9 @@ func TestTunnel(t *testing.T) {
 		// Echo until the client's half-close, then say goodbye.
 		_, _ = io.Copy(c, br)
 		io.WriteString(c, " bye")
-		_ = c.(*net.TCPConn).CloseWrite()
+		_ = c.(interface{ CloseWrite() error }).CloseWrite()
 	}()
-	te := startEngine(t, testConfig(testPool("p", "roundrobin", ln.Addr().String())))
+	te := startEngine(t, testConfig(pc))
 	c, err := net.Dial("tcp", te.addr)
 	if err != nil {
 		t.Fatal(err)

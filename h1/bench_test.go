@@ -27,6 +27,11 @@ func fixedBackend(tb testing.TB) string {
 	if err != nil {
 		tb.Fatal(err)
 	}
+	return serveFixed(tb, ln)
+}
+
+// serveFixed is fixedBackend's loop on ln (a TLS listener for backendtls_test.go's).
+func serveFixed(tb testing.TB, ln net.Listener) string {
 	go func() {
 		for {
 			c, err := ln.Accept()

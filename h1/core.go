@@ -26,6 +26,9 @@ type backendState struct {
 	shards []shardIdle
 	// resolved caches the address of a backend named by host name (resolved off the shard).
 	resolved atomic.Pointer[resolvedAddr]
+	// tls holds the ways the backend is reached over TLS (backendtls.go), one per pool tls
+	// attached lately; a connection takes the one of its exchange's pool configuration.
+	tls atomic.Pointer[tlsSet]
 }
 
 // resolvedAddr is a host name's address and the shard clock reading it is good until.
@@ -52,10 +55,19 @@ func stateOf(b *upstream.Backend) *backendState {
 }
 
 // attach is the engine's httpcore.Attacher: every backend of pool gets its per-shard state.
-func (e *Engine) attach(_ *config.Pool, pool *upstream.Pool) error {
+func (e *Engine) attach(pc *config.Pool, pool *upstream.Pool) error {
+	tlsOf, err := tlsFor(pc, pool)
+	if err != nil {
+		return err
+	}
 	n := len(e.shards)
-	pool.Attach(backendSlot, func(*upstream.Backend) any {
-		return &backendState{shards: make([]shardIdle, n)}
+	pool.Attach(backendSlot, func(b *upstream.Backend) any {
+		st := &backendState{shards: make([]shardIdle, n)}
+		st.addTLS(tlsOf(b))
+		return st
 	})
+	for _, b := range pool.Backends() {
+		stateOf(b).addTLS(tlsOf(b))
+	}
 	return nil
 }

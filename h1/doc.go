@@ -112,7 +112,7 @@
 // writes then go through crypto/tls (clientConn's Read, Write, Writev, ShutdownWrite keep the
 // socket's contract): HTTP/1.1 as on a plain listener, h2 by ALPN as on an h2c one (to the
 // HTTP/2 server given, blocking, when the engine has no HTTP/2 settings). Compression and
-// backends reached over TLS or HTTP/2 stay on the fasthttp plane for now.
+// backends reached over HTTP/2 with TLS (protocol h2) stay on the fasthttp plane for now.
 //
 // HTTP/2 backends (pools with protocol h2c, h2backend.go): per backend per shard a few
 // h2mux client Conns fed by the shard, each carrying many streams; a request's backendConn
@@ -125,6 +125,19 @@
 // head: gRPC's bidirectional streams); elsewhere the body stops there, as before. gRPC
 // requests (grpc.go) get Ballast's own answers as gRPC statuses (trailers-only) and their
 // grpc-timeout as a deadline.
+//
+// Backends over TLS (a pool's tls, backendtls.go): once the shard's connect completes, a
+// goroutine runs the client handshake (tlsconn.Client on the shard, Handshake off it) within
+// timeouts.connect, at most maxBackendHandshakes at once (Stats.BackendTLSRefused past it), and
+// the connection comes back to its shard, where backendConn's Read, Write and ShutdownWrite go
+// through crypto/tls; it is pooled, kept alive, retried and tunnelled as a plain one. A
+// handshake that fails or times out is a connect failure (nothing was sent: any method may
+// go elsewhere), logged and counted (Stats.BackendTLSFailures). The client configuration
+// (tlsconf.Backend: server name, roots, client certificate, ALPN http/1.1) and its session
+// cache are built per backend when the pool is attached, off the shards (a file that cannot be
+// read refuses the configuration); a reload that changes the pool's tls builds new ones beside
+// the old, each connection takes the one of its exchange's table, and idle connections made
+// under another tls are closed instead of reused.
 //
 // A client that closes its side while its request waits for the response head (gone.go) gets
 // one second to be answered (it may only have half-closed), then the exchange is abandoned.

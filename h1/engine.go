@@ -46,6 +46,10 @@ type Engine struct {
 	handshakes, maxHandshakes atomic.Int64
 	trust                     atomic.Pointer[proxyproto.Trust] // who accept_proxy listeners take headers from
 
+	// backendHandshakes counts the backend TLS handshakes in progress, bounded by
+	// maxBackendHandshakes (backendtls.go).
+	backendHandshakes, maxBackendHandshakes atomic.Int64
+
 	// HTTP/2 on h2c listeners (h2conn.go): the Conn's settings for a listener, and the
 	// counters every Conn adds to; nil h2config: h2c listeners are not the engine's.
 	h2config   func(*config.Listener) h2mux.Config
@@ -158,6 +162,8 @@ type shardStats struct {
 	headerTimeouts, idleTimeouts            atomic.Int64
 	bodyTimeouts, writeTimeouts             atomic.Int64
 	tlsFailures, tlsRefused                 atomic.Int64
+	backendTLS, backendTLSResumed           atomic.Int64
+	backendTLSFailures, backendTLSRefused   atomic.Int64
 	backendConns, connects, connectFailures atomic.Int64
 	active, queued, tunnels                 atomic.Int64
 	_                                       [64]byte
@@ -180,6 +186,7 @@ func New(core *httpcore.Core, logger *slog.Logger) (*Engine, error) {
 	}
 	e := &Engine{logger: logger, core: core, group: g, done: make(chan struct{})}
 	e.maxHandshakes.Store(maxHandshakes)
+	e.maxBackendHandshakes.Store(maxBackendHandshakes)
 	for _, s := range g.Shards() {
 		sh := &shard{e: e, s: s, id: s.ID(), wbuf: make([]byte, 0, 2*evloop.ReadBufSize)}
 		sh.br = bufio.NewReaderSize(&sh.rd, evloop.ReadBufSize)
@@ -209,6 +216,10 @@ func (e *Engine) Stats() Stats {
 		s.TLSFailures += st.tlsFailures.Load()
 		s.TLSRefused += st.tlsRefused.Load()
 		s.BackendConns += st.backendConns.Load()
+		s.BackendTLS += st.backendTLS.Load()
+		s.BackendTLSResumed += st.backendTLSResumed.Load()
+		s.BackendTLSFailures += st.backendTLSFailures.Load()
+		s.BackendTLSRefused += st.backendTLSRefused.Load()
 		s.Connects += st.connects.Load()
 		s.ConnectFailures += st.connectFailures.Load()
 		s.Active += st.active.Load()

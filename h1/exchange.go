@@ -429,6 +429,10 @@ func (ex *exchange) launch(b *upstream.Backend) {
 			if bc == nil {
 				break
 			}
+			if bc.staleTLS(ex.ps) { // made under a tls a reload changed since
+				bc.close()
+				continue
+			}
 			if !ex.idem && bc.PeerGone() {
 				// The backend closed it: nothing was sent, so the request may go out on another
 				// connection whatever its method. Checked only for requests that could not be
@@ -555,7 +559,7 @@ func (a *attempt) connect(ap netip.AddrPort) {
 		bc.arm(bConnect, sh.now+int64(ex.ps.ConnectTimeout))
 		return
 	}
-	a.send()
+	a.established()
 }
 
 func (a *attempt) attach(bc *backendConn) {
@@ -572,7 +576,7 @@ func (a *attempt) connected(err error) {
 		return
 	}
 	a.bc.state = bcActive
-	a.send()
+	a.established()
 }
 
 // send writes the request (what is left of it) to the backend, then, for the first attempt,
@@ -765,7 +769,7 @@ func (a *attempt) failed(f httpcore.Failure, err error) {
 	}
 	a.drop(&o)
 	ps.Release(b, time.Duration(ex.sh.now-a.start), 0, ps.BackendFailure(&o))
-	if f == httpcore.Connect {
+	if f == httpcore.Connect && err != errBackendHandshakes { // our own bound is no fault of b's
 		ps.Upstream.Unreachable(b)
 	}
 	untouched := !ex.stream || ex.bodyIn == 0

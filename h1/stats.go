@@ -14,6 +14,10 @@ type Stats struct {
 	TLSFailures               int64 // TLS handshakes that failed or timed out (read_header_timeout)
 	TLSRefused                int64 // connections closed at accept: maxHandshakes were in progress
 	BackendConns              int64 // open backend connections (in use or idle)
+	BackendTLS                int64 // backend TLS handshakes completed (backendtls.go)
+	BackendTLSResumed         int64 // of which resumed a session the backend had given
+	BackendTLSFailures        int64 // backend handshakes that failed (verification) or timed out (timeouts.connect)
+	BackendTLSRefused         int64 // backend connections failed: maxBackendHandshakes were in progress
 	Connects, ConnectFailures int64
 	Active                    int64 // requests in flight (reading the body up to the response's end)
 	Queued                    int64 // requests that waited in a backlog

@@ -365,9 +365,18 @@ type rawBackend struct {
 
 func newRawBackend(t *testing.T, answers ...string) *rawBackend {
 	t.Helper()
+	return newRawBackendTLS(t, nil, answers...)
+}
+
+// newRawBackendTLS is newRawBackend serving TLS with tc when tc is not nil (a pool with tls).
+func newRawBackendTLS(t *testing.T, tc *tls.Config, answers ...string) *rawBackend {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
+	}
+	if tc != nil {
+		ln = tls.NewListener(ln, tc)
 	}
 	if len(answers) == 0 {
 		answers = []string{okAnswer}
@@ -398,6 +407,18 @@ func newRawBackend(t *testing.T, answers ...string) *rawBackend {
 		wg.Wait()
 	})
 	return rb
+}
+
+// parityBackendTLS is the TLS configuration of a case's backends (a certificate for
+// backend.test and 127.0.0.1, its own CA) and yaml with {CA} naming that CA's file.
+func parityBackendTLS(t *testing.T, yaml string) (*tls.Config, string) {
+	t.Helper()
+	certFile, keyFile := testcert.Write(t, t.TempDir(), "backend", 1, "backend.test")
+	kp, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &tls.Config{Certificates: []tls.Certificate{kp}}, strings.ReplaceAll(yaml, "{CA}", certFile)
 }
 
 const okAnswer = "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 2\r\n\r\nok"

@@ -50,6 +50,9 @@ type parityCase struct {
 	backends []string // each backend's answers (see rawBackend); nil: one that answers okAnswer
 	only     []string // transports to run over; nil: all
 	steps    []step
+	// tlsBackends: the backends speak TLS (a certificate for backend.test; yaml names its CA
+	// file {CA}).
+	tlsBackends bool
 }
 
 const onePool = `
@@ -445,6 +448,29 @@ pools: [{name: p, backends: [{address: "{B0}"}]}]
 			{req: preq{raw: "GET /lf HTTP/1.1\nHost: app.test\r\n\r\n"}, want: pwant{status: 200, reach: "B0", line: "GET /lf HTTP/1.1", term: "--", pool: "p"}},
 		},
 	},
+	{
+		name:        "backend over TLS",
+		tlsBackends: true,
+		yaml: `
+routes: [{pool: p}]
+pools: [{name: p, tls: {ca: "{CA}", server_name: backend.test}, backends: [{address: "{B0}"}]}]
+`,
+		steps: []step{
+			{req: preq{target: "/a?b=c"}, want: pwant{status: 200, body: "ok", reach: "B0", line: "GET /a?b=c HTTP/1.1", term: "--", pool: "p",
+				seen: map[string]string{"Host": "app.test", "X-Forwarded-For": "127.0.0.1", "X-Forwarded-Proto": "~^https?$"}}},
+			{req: preq{method: "POST", target: "/up", body: "hello"}, want: pwant{status: 200, reach: "B0", line: "POST /up HTTP/1.1", term: "--", pool: "p",
+				seen: map[string]string{"Content-Length": "5"}}},
+		},
+	},
+	{
+		name:        "backend over TLS whose certificate lacks the name: 502",
+		tlsBackends: true,
+		yaml: `
+routes: [{pool: p}]
+pools: [{name: p, tls: {ca: "{CA}", server_name: other.test}, backends: [{address: "{B0}"}]}]
+`,
+		steps: []step{{want: pwant{status: 502, term: "SC", pool: "p"}}},
+	},
 }
 
 // portedCases are cases of the fasthttp plane's tests (package httpproxy) that hold for every
@@ -627,11 +653,16 @@ func runParity(t *testing.T, pc parityCase, tr transport) []recorded {
 	if answers == nil {
 		answers = []string{okAnswer}
 	}
-	for _, a := range answers {
-		backends = append(backends, newRawBackend(t, a))
+	var tc *tls.Config
+	yaml := pc.yaml
+	if pc.tlsBackends {
+		tc, yaml = parityBackendTLS(t, yaml)
 	}
-	backends = append(backends, newRawBackend(t)) // B1, for cases that need a second
-	env := startParity(t, pc.listener, pc.yaml, backends)
+	for _, a := range answers {
+		backends = append(backends, newRawBackendTLS(t, tc, a))
+	}
+	backends = append(backends, newRawBackendTLS(t, tc)) // B1, for cases that need a second
+	env := startParity(t, pc.listener, yaml, backends)
 	addr := env.srv.Addr(tr.listener).String()
 	var seen []recorded
 	cookie := ""

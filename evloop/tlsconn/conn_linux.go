@@ -26,6 +26,8 @@ type Conn struct {
 	plain int
 	// scratch joins a Writev's two slices into one record.
 	scratch []byte
+	// more: the last Read filled its buffer, so crypto/tls may hold more decrypted bytes.
+	more bool
 }
 
 // transport is crypto/tls's net.Conn: the handshake's blocking duplicate until Attach, then
@@ -38,6 +40,44 @@ type transport struct {
 	la, ra  net.Addr
 	wbuf    []byte // ciphertext collected from crypto/tls (a buffer of the shard's pool)
 	sent    int    // how much of wbuf the socket has taken
+	// The record boundaries of every byte read from the socket (records), so that Read
+	// knows whether crypto/tls may hold a whole record the socket no longer shows.
+	rec records
+}
+
+// records follows the TLS record layer of a byte stream: each record is a 5-byte header
+// whose last two bytes are the length of what follows.
+type records struct {
+	hdr  [5]byte
+	hn   int // header bytes of the current record seen
+	left int // bytes of the current record's body still to come
+	// ends counts the records that arrived whole since crypto/tls was last known to have
+	// taken every whole record it had (an upper bound: some may be taken already).
+	ends int
+}
+
+// see follows the records through p, the next bytes of the stream.
+func (r *records) see(p []byte) {
+	for len(p) > 0 {
+		if r.left > 0 {
+			k := min(r.left, len(p))
+			r.left -= k
+			p = p[k:]
+			if r.left == 0 {
+				r.ends++
+			}
+			continue
+		}
+		k := copy(r.hdr[r.hn:], p)
+		r.hn += k
+		p = p[k:]
+		if r.hn == len(r.hdr) {
+			r.hn, r.left = 0, int(r.hdr[3])<<8|int(r.hdr[4])
+			if r.left == 0 {
+				r.ends++
+			}
+		}
+	}
 }
 
 // errWouldBlock is the transport's "nothing to read now": temporary, so crypto/tls keeps the
@@ -51,23 +91,28 @@ func (wouldBlock) Timeout() bool   { return true }
 func (wouldBlock) Temporary() bool { return true }
 
 func (t *transport) Read(p []byte) (int, error) {
-	if len(t.prefix) > 0 {
+	if len(t.prefix) > 0 { // bytes that came after a PROXY header: the stream's first
 		n := copy(p, t.prefix)
 		if t.prefix = t.prefix[n:]; len(t.prefix) == 0 {
 			t.prefix = nil
 		}
+		t.rec.see(p[:n])
 		return n, nil
 	}
-	if t.f == nil {
-		if t.nc == nil {
-			return 0, net.ErrClosed
+	var n int
+	var err error
+	switch {
+	case t.f != nil:
+		n, err = t.f.Read(p)
+		if err == evloop.ErrAgain {
+			return 0, errWouldBlock
 		}
-		return t.nc.Read(p)
+	case t.nc != nil:
+		n, err = t.nc.Read(p)
+	default:
+		return 0, net.ErrClosed
 	}
-	n, err := t.f.Read(p)
-	if err == evloop.ErrAgain {
-		return 0, errWouldBlock
-	}
+	t.rec.see(p[:n])
 	return n, err
 }
 
@@ -198,16 +243,36 @@ func (c *Conn) Attach(f *evloop.FD) {
 }
 
 // Read reads decrypted bytes into p: evloop.ErrAgain when none are there, io.EOF at the
-// client's close_notify (or its close at a record boundary), another error when the
+// peer's close_notify (or its close at a record boundary), another error when the
 // connection failed (a bad record, a reset).
+//
+// A Read that returned bytes leaves Ready's Readable set when crypto/tls may hold more than
+// the socket shows: decrypted bytes (p was filled) or a whole record (more arrived whole
+// than were taken since crypto/tls last asked the socket in vain); else Readable is the
+// socket's, as the last read(2) left it, and crypto/tls holds at most part of a record, whose
+// rest the socket will signal.
 func (c *Conn) Read(p []byte) (int, error) {
+	fromInput := c.more
 	n, err := c.tc.Read(p)
 	if len(c.t.wbuf) > c.t.sent {
 		_ = c.flush() // an alert or a key update crypto/tls answered while reading
 	}
+	r := &c.t.rec
 	if n > 0 {
-		c.t.f.Ready |= evloop.Readable // crypto/tls may hold more than the socket shows
+		if !fromInput && r.ends > 0 {
+			r.ends-- // the record the bytes came from (with those before it, not counted off)
+		}
+		c.more = n == len(p)
+		if c.more || r.ends > 0 {
+			c.t.f.Ready |= evloop.Readable // crypto/tls may hold more than the socket shows
+		}
 		return n, nil
+	}
+	if err == errWouldBlock { // crypto/tls passes the transport's on as it is
+		// It asked the socket for more: every whole record it had is taken, and nothing
+		// decrypted is left.
+		r.ends, c.more = 0, false
+		return 0, evloop.ErrAgain
 	}
 	if err == nil {
 		return 0, evloop.ErrAgain

@@ -1,6 +1,7 @@
-// Package tlsconn serves server-side TLS connections from evloop shards: the handshake runs in
-// a goroutine of its own, off the shard, and the records of the established connection are
-// then read and written on the shard through crypto/tls, without a goroutine.
+// Package tlsconn serves TLS connections from evloop shards, server side (a listener's) and
+// client side (a backend's): the handshake runs in a goroutine of its own, off the shard, and
+// the records of the established connection are then read and written on the shard through
+// crypto/tls, without a goroutine.
 //
 // # Life of a connection
 //
@@ -13,6 +14,15 @@
 // or posts the Conn to the shard, registers the original descriptor there and calls Attach,
 // which closes the duplicate: from then on every read and write is a raw non-blocking system
 // call on the shard's descriptor.
+//
+// The client side is the same Conn. The shard's non-blocking connect completes; on the shard,
+// Client duplicates the descriptor into the runtime's poller and sets crypto/tls's client up
+// with the caller's configuration (server name, roots, client certificate, the ALPN list in
+// NextProtos, the session cache: a cache shared by a backend's connections resumes sessions,
+// TLS 1.3 tickets included, which crypto/tls stores when the shard reads them). Handshake
+// runs in a goroutine within its timeout; Cancel, on the shard, ends it at once (the shard's
+// own timer, or a request that went away, decides first). Then, as on the server side, the
+// Conn is posted back and attached, or released.
 //
 // # Records on the shard
 //
@@ -45,6 +55,7 @@
 //
 // # Concurrency
 //
-// Handshake runs on any goroutine; after Attach every method runs on the shard's goroutine
-// only. Off Linux the package is empty.
+// Handshake runs on any goroutine, Client on the shard, Cancel on any goroutine until the Conn
+// is attached or released; after Attach every method runs on the shard's goroutine only. Off
+// Linux the package is empty.
 package tlsconn
