@@ -44,7 +44,9 @@ type Engine struct {
 	stopping  atomic.Bool
 	// handshakes counts the TLS handshakes in progress, bounded by maxHandshakes (tls.go).
 	handshakes, maxHandshakes atomic.Int64
-	trust                     atomic.Pointer[proxyproto.Trust] // who accept_proxy listeners take headers from
+	// maxEncoders bounds the encoders each shard has in use (compress.go); tests lower it.
+	maxEncoders atomic.Int32
+	trust       atomic.Pointer[proxyproto.Trust] // who accept_proxy listeners take headers from
 
 	// HTTP/2 on h2c listeners (h2conn.go): the Conn's settings for a listener, and the
 	// counters every Conn adds to; nil h2config: h2c listeners are not the engine's.
@@ -150,6 +152,7 @@ type shard struct {
 
 	backends *backendConn // every open backend connection of the shard
 	log      *shardLog    // access-log lines, written off the shard (accesslog.go)
+	z        encoders     // response compression's (compress.go)
 	st       shardStats
 }
 
@@ -183,6 +186,9 @@ type Stats struct {
 	Tunnels                   int64 // open Upgrade tunnels
 	AcceptFailures            int64 // accepts refused for want of descriptors
 	LogDropped                int64 // access-log lines lost to a writer that fell behind
+	Compressed                int64 // responses compressed
+	CompressDeclined          int64 // responses sent as they are: maxEncoders were in use
+	Encoders                  int64 // encoders in use (responses being compressed)
 }
 
 // maxFree bounds each shard's free lists: records beyond go to the collector.
@@ -202,6 +208,7 @@ func New(core *httpcore.Core, logger *slog.Logger) (*Engine, error) {
 	}
 	e := &Engine{logger: logger, core: core, group: g, done: make(chan struct{})}
 	e.maxHandshakes.Store(maxHandshakes)
+	e.maxEncoders.Store(maxEncoders)
 	for _, s := range g.Shards() {
 		sh := &shard{e: e, s: s, id: s.ID(), wbuf: make([]byte, 0, 2*evloop.ReadBufSize)}
 		sh.br = bufio.NewReaderSize(&sh.rd, evloop.ReadBufSize)
@@ -237,6 +244,9 @@ func (e *Engine) Stats() Stats {
 		s.Queued += st.queued.Load()
 		s.Tunnels += st.tunnels.Load()
 		s.LogDropped += sh.log.dropped.Load()
+		s.Compressed += sh.z.compressed.Load()
+		s.CompressDeclined += sh.z.declined.Load()
+		s.Encoders += sh.z.held.Load()
 	}
 	e.mu.Lock()
 	for _, l := range e.listeners {

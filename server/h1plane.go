@@ -16,9 +16,9 @@ import (
 // HTTP/1 connections handed to fasthttp) and TLS listeners are served by the event-loop
 // engine (package h1; on a TLS listener the connections that negotiate h2 by ALPN go to the
 // HTTP/2 plane); the fasthttp plane (package httpproxy) serves the rest: TLS listeners with
-// accept_proxy, and every listener of a configuration that compresses responses or reaches
-// backends over TLS or HTTP/2, which the engine does not do yet (their h2c listeners stay on
-// the sniffing front, HTTP/2 on h2proxy). Both serve from the same HTTP core (routes,
+// accept_proxy, and every listener of a configuration that reaches backends over TLS or
+// HTTP/2, which the engine does not do yet (their h2c listeners stay on the sniffing front,
+// HTTP/2 on h2proxy). Both serve from the same HTTP core (routes,
 // policy, the access log, counters).
 // engineServes is the one place the choice is made; off Linux the engine does not exist and
 // fasthttp serves everything.
@@ -27,11 +27,6 @@ import (
 func engineServes(cfg *config.Config, name string) bool {
 	if cfg == nil {
 		return false
-	}
-	for _, r := range cfg.Routes {
-		if r.Compress != nil {
-			return false
-		}
 	}
 	for _, pc := range cfg.Pools {
 		if pc.TLS != nil || pc.Protocol != "" && pc.Protocol != "http1" {
