@@ -95,8 +95,22 @@
 // runs the handshake (package evloop/tlsconn, within read_header_timeout), a connection that
 // negotiated h2 by ALPN goes to the HTTP/2 server given, and the others come back to their
 // shard, whose reads and writes then go through crypto/tls (clientConn's Read, Write, Writev,
-// ShutdownWrite keep the socket's contract). Compression and backends reached over TLS or
-// HTTP/2 stay on the fasthttp plane for now.
+// ShutdownWrite keep the socket's contract). Backends reached over TLS or HTTP/2 stay on the
+// fasthttp plane for now.
+//
+// # Compression
+//
+// A route's compress (compress.go): the core decides in Respond (types, min_size, the
+// client's Accept-Encoding with q-values, Vary, the weak ETag; never HEAD, 204, 206, 304 or
+// an encoded body); the engine drops Content-Length and pushes each read's body bytes (a
+// chunked body's decoded pieces) into an httpcore.Encoder from the shard's pool, writing what
+// it produces as chunks to an HTTP/1.1 client, delimited by the close to an HTTP/1.0 one, as
+// DATA to an HTTP/2 stream. A read that did not fill its buffer, and a wait for the backend
+// with coded bytes held, end with a flush, so a streamed body streams. Backpressure is
+// unchanged: one read's coded bytes wait for a client that does not take them. A shard has at
+// most maxEncoders (32) in use, about 2 MB of state each for brotli (256 KiB window) and 1 MB
+// for gzip, and keeps keepEncoders (4) idle per coding; beyond the bound a response goes as it
+// is (Vary kept), counted in Stats.CompressDeclined.
 //
 // A client that closes its side while its request waits for the response head (gone.go) gets
 // one second to be answered (it may only have half-closed), then the exchange is abandoned.
