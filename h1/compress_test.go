@@ -799,3 +799,61 @@ func fixedBackendWith(tb testing.TB, resp string) string {
 	tb.Cleanup(func() { _ = ln.Close() })
 	return ln.Addr().String()
 }
+
+// TestEncoderReleasedWhenClientLeaves: a client that leaves in the middle of a compressed
+// response (its connection closed over HTTP/1.1, its stream reset over h2c) gives the
+// encoder back to the shard.
+func TestEncoderReleasedWhenClientLeaves(t *testing.T) {
+	cfg := testConfig(testPool("p", "roundrobin", zbigBackend(t, boundSize, nil)))
+	cfg.Routes[0].Compress = &config.Compress{Types: []string{"text/plain"}, Algorithms: []string{"br"}}
+	te, _ := h2cEngine(t, cfg, nil)
+	for _, plane := range []string{"http1", "h2c"} {
+		t.Run(plane, func(t *testing.T) {
+			raw, err := net.Dial("tcp", te.addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer raw.Close()
+			_ = raw.(*net.TCPConn).SetReadBuffer(64 << 10)
+			if plane == "http1" {
+				fmt.Fprintf(raw, "GET / HTTP/1.1\r\nHost: a\r\nAccept-Encoding: br\r\n\r\n")
+				waitFor(t, "the response under way", func() bool { return te.Stats().Encoders == 1 })
+				_ = raw.Close()
+			} else {
+				h := dialH2Conn(t, raw)
+				h.getWith(t, 1, "/", [2]string{"accept-encoding", "br"})
+				waitFor(t, "the response under way", func() bool { return te.Stats().Encoders == 1 })
+				if err := h.fr.WriteRSTStream(1, http2.ErrCodeCancel); err != nil {
+					t.Fatal(err)
+				}
+			}
+			waitFor(t, "the encoder back", func() bool { return te.Stats().Encoders == 0 })
+		})
+	}
+}
+
+// TestCompressedTrailers: a chunked backend's trailers follow a compressed body: after the
+// last chunk over HTTP/1.1, as the stream's last HEADERS over h2c.
+func TestCompressedTrailers(t *testing.T) {
+	addr := httpBackend(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html")
+		w.Header().Set("Trailer", "X-Sum")
+		_, _ = w.Write(zhtml)
+		w.(http.Flusher).Flush()
+		w.Header().Set("X-Sum", "42")
+	})
+	cfg := testConfig(testPool("p", "roundrobin", addr))
+	cfg.Routes[0].Compress = &config.Compress{Types: []string{"text/html"}, Algorithms: []string{"br"}}
+	te, _ := h2cEngine(t, cfg, nil)
+	for _, pl := range zplanes() {
+		req, _ := http.NewRequest("GET", te.url("/"), nil)
+		req.Header.Set("Accept-Encoding", "br")
+		resp, body := doReq(t, pl.client, req)
+		if resp.Header.Get("Content-Encoding") != "br" || !bytes.Equal(decodeBody(t, "br", body), zhtml) {
+			t.Errorf("%s: Content-Encoding %q, the body does not decode to the page", pl.name, resp.Header.Get("Content-Encoding"))
+		}
+		if resp.Trailer.Get("X-Sum") != "42" {
+			t.Errorf("%s: trailer X-Sum %q, want 42", pl.name, resp.Trailer.Get("X-Sum"))
+		}
+	}
+}
