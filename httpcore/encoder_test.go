@@ -5,6 +5,7 @@ import (
 	"compress/gzip"
 	"io"
 	"strings"
+	"sync"
 	"testing"
 
 	brotli "github.com/molecule-man/go-brrr"
@@ -122,4 +123,49 @@ func TestRespondWithoutEncoder(t *testing.T) {
 			t.Error("Declined survives Reset")
 		}
 	}
+}
+
+// fuzzEncoders reuses the encoders across FuzzEncoder's runs (reuse is what engines do, and
+// a new one's megabytes of state would slow the fuzzer down to a few runs a second).
+var fuzzEncoders [2]sync.Pool
+
+// FuzzEncoder: whatever the body and wherever the engine flushes (ops: a byte per write,
+// bit 0 of each asks for a Flush after it), the coded stream decodes to the body, and what
+// was produced up to a Flush decodes to everything written before it.
+func FuzzEncoder(f *testing.F) {
+	f.Add([]byte("hello, hello, hello"), []byte{7, 3, 1, 200}, false)
+	f.Add(bytes.Repeat([]byte("<p>x</p>"), 5000), []byte{255, 255, 0, 1}, true)
+	f.Fuzz(func(t *testing.T, body, ops []byte, br bool) {
+		enc := EncGzip
+		if br {
+			enc = EncBrotli
+		}
+		z, _ := fuzzEncoders[enc-1].Get().(*Encoder)
+		if z == nil {
+			z = NewEncoder(enc)
+		}
+		defer fuzzEncoders[enc-1].Put(z)
+		z.Reset(int64(len(body)))
+		var out []byte
+		off := 0
+		for _, op := range ops {
+			if off >= len(body) {
+				break
+			}
+			n := min(int(op)*37+1, len(body)-off)
+			out = z.Write(out, body[off:off+n])
+			off += n
+			if op&1 == 1 {
+				out = z.Flush(out)
+				if got := prefixDecode(t, enc, out, off); got != string(body[:off]) {
+					t.Fatalf("the prefix after %d bytes decodes wrong", off)
+				}
+			}
+		}
+		out = z.Write(out, body[off:])
+		out = z.Close(out)
+		if got := decodeAll(t, enc, out); !bytes.Equal(got, body) {
+			t.Fatalf("decoded %d bytes, want %d", len(got), len(body))
+		}
+	})
 }
