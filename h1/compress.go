@@ -25,7 +25,9 @@ import (
 // and at most maxEncoders in use at once; a response that would be compressed while they
 // are all in use goes as it is (httpcore's WithoutEncoder), counted in Stats.CompressDeclined.
 // An encoder's state is about 2 MB for brotli (a 256 KiB window) and 1 MB for gzip, so a
-// shard holds at most maxEncoders of them in use and 2 × keepEncoders idle.
+// shard's coders hold at most 64 MB in use (maxEncoders brotli ones) and 12 MB idle; a
+// response being compressed holds one encoder and, while its client does not take them, one
+// read's coded bytes (about 64 KiB, 16 KiB on an HTTP/2 stream).
 
 // maxEncoders bounds the encoders a shard has in use: responses being compressed at once.
 const maxEncoders = 32
