@@ -44,9 +44,10 @@ type Engine struct {
 	stopping  atomic.Bool
 	// handshakes counts the TLS handshakes in progress, bounded by maxHandshakes (tls.go).
 	handshakes, maxHandshakes atomic.Int64
+	trust                     atomic.Pointer[proxyproto.Trust] // who accept_proxy listeners take headers from
+
 	// maxEncoders bounds the encoders each shard has in use (compress.go); tests lower it.
 	maxEncoders atomic.Int32
-	trust       atomic.Pointer[proxyproto.Trust] // who accept_proxy listeners take headers from
 
 	// HTTP/2 on h2c listeners (h2conn.go): the Conn's settings for a listener, and the
 	// counters every Conn adds to; nil h2config: h2c listeners are not the engine's.
