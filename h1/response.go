@@ -28,9 +28,10 @@ type respState struct {
 	bytesOut int64
 	backend  *upstream.Backend
 	ttfb     int64
-	term     string            // the access log's termination state, when not a normal end
-	z        *httpcore.Encoder // the body is compressed (compress.go)
-	zchunk   bool              // the coded body goes chunked (an HTTP/1.1 client)
+	term     string // the access log's termination state, when not a normal end
+
+	z      *httpcore.Encoder // the body is compressed (compress.go)
+	zchunk bool              // the coded body goes chunked (an HTTP/1.1 client)
 }
 
 // Framings of a response body, from the backend.
