@@ -24,9 +24,11 @@ var (
 	dH1Connects = prometheus.NewDesc("ballast_http1_backend_connects_total", "Backend connections the engine opened.", nil, nil)
 	dH1BackTLS  = prometheus.NewDesc("ballast_http1_backend_tls_handshakes_total", "TLS handshakes with backends (pools with tls) the engine completed.", nil, nil)
 	dH1Resumed  = prometheus.NewDesc("ballast_http1_backend_tls_resumed_total", "Of the engine's completed backend TLS handshakes, those that resumed a session the backend had given.", nil, nil)
+	dH1Zipped   = prometheus.NewDesc("ballast_http1_compressed_total", "Responses the engine compressed (routes' compress).", nil, nil)
+	dH1Encoders = prometheus.NewDesc("ballast_http1_encoders", "Compression encoders in use on the engine (responses being compressed).", nil, nil)
 	dH1Queued   = prometheus.NewDesc("ballast_http1_queued_total", "Requests that waited in a pool's backlog on the engine.", nil, nil)
-	dH1Events   = prometheus.NewDesc("ballast_http1_events_total", "What the engine refused or ended, by event: refused_head (a head its checks answered 4xx/5xx), conns_per_client (a connection closed at accept for max_conns_per_client), header_timeout (read_header_timeout), idle_timeout (a kept-alive connection), body_timeout (408), write_timeout (a client that took nothing of its response for idle_timeout), tls_failure (a handshake that failed or timed out), tls_refused (closed at accept: 4096 handshakes in progress), connect_failure (a backend connect), backend_tls_failure (a backend handshake that failed verification or timed out), backend_tls_refused (a backend connection failed: 1024 backend handshakes in progress), accept_failure (no descriptor), log_dropped (access-log lines lost to a writer that fell behind). PROXY headers refused: ballast_listener_proxy_refused_total.", []string{"event"}, nil)
-	http1Descs  = []*prometheus.Desc{dH1Conns, dH1Accepted, dH1Requests, dH1Active, dH1Tunnels, dH1Backends, dH1Connects, dH1BackTLS, dH1Resumed, dH1Queued, dH1Events}
+	dH1Events   = prometheus.NewDesc("ballast_http1_events_total", "What the engine refused or ended, by event: refused_head (a head its checks answered 4xx/5xx), conns_per_client (a connection closed at accept for max_conns_per_client), header_timeout (read_header_timeout), idle_timeout (a kept-alive connection), body_timeout (408), write_timeout (a client that took nothing of its response for idle_timeout), tls_failure (a handshake that failed or timed out), tls_refused (closed at accept: 4096 handshakes in progress), connect_failure (a backend connect), backend_tls_failure (a backend handshake that failed verification or timed out), backend_tls_refused (a backend connection failed: 1024 backend handshakes in progress), compress_declined (a response sent uncompressed: 32 encoders in use on its shard), accept_failure (no descriptor), log_dropped (access-log lines lost to a writer that fell behind). PROXY headers refused: ballast_listener_proxy_refused_total.", []string{"event"}, nil)
+	http1Descs  = []*prometheus.Desc{dH1Conns, dH1Accepted, dH1Requests, dH1Active, dH1Tunnels, dH1Backends, dH1Connects, dH1BackTLS, dH1Resumed, dH1Zipped, dH1Encoders, dH1Queued, dH1Events}
 )
 
 func (c *liveCollector) collectHTTP1(ch chan<- prometheus.Metric) {
@@ -45,12 +47,14 @@ func (c *liveCollector) collectHTTP1(ch chan<- prometheus.Metric) {
 	gauge(dH1Active, s.Active)
 	gauge(dH1Tunnels, s.Tunnels)
 	gauge(dH1Backends, s.BackendConns)
+	gauge(dH1Encoders, s.Encoders)
 	counter(dH1Accepted, s.Accepted)
 	counter(dH1Requests, s.Requests)
 	counter(dH1Connects, s.Connects)
 	counter(dH1Queued, s.Queued)
 	counter(dH1BackTLS, s.BackendTLS)
 	counter(dH1Resumed, s.BackendTLSResumed)
+	counter(dH1Zipped, s.Compressed)
 	for _, e := range []struct {
 		name string
 		n    int64
@@ -66,6 +70,7 @@ func (c *liveCollector) collectHTTP1(ch chan<- prometheus.Metric) {
 		{"connect_failure", s.ConnectFailures},
 		{"backend_tls_failure", s.BackendTLSFailures},
 		{"backend_tls_refused", s.BackendTLSRefused},
+		{"compress_declined", s.CompressDeclined},
 		{"accept_failure", s.AcceptFailures},
 		{"log_dropped", s.LogDropped},
 	} {

@@ -111,8 +111,8 @@
 // counted in Stats.TLSRefused), and the connection comes back to its shard, whose reads and
 // writes then go through crypto/tls (clientConn's Read, Write, Writev, ShutdownWrite keep the
 // socket's contract): HTTP/1.1 as on a plain listener, h2 by ALPN as on an h2c one (to the
-// HTTP/2 server given, blocking, when the engine has no HTTP/2 settings). Compression and
-// backends reached over HTTP/2 with TLS (protocol h2) stay on the fasthttp plane for now.
+// HTTP/2 server given, blocking, when the engine has no HTTP/2 settings). Backends reached
+// over HTTP/2 with TLS (protocol h2) stay on the fasthttp plane for now.
 //
 // HTTP/2 backends (pools with protocol h2c, h2backend.go): per backend per shard a few
 // h2mux client Conns fed by the shard, each carrying many streams; a request's backendConn
@@ -138,6 +138,20 @@
 // read refuses the configuration); a reload that changes the pool's tls builds new ones beside
 // the old, each connection takes the one of its exchange's table, and idle connections made
 // under another tls are closed instead of reused.
+//
+// # Compression
+//
+// A route's compress (compress.go): the core decides in Respond (types, min_size, the
+// client's Accept-Encoding with q-values, Vary, the weak ETag; never HEAD, 204, 206, 304 or
+// an encoded body); the engine drops Content-Length and pushes each read's body bytes (a
+// chunked body's decoded pieces) into an httpcore.Encoder from the shard's pool, writing what
+// it produces as chunks to an HTTP/1.1 client, delimited by the close to an HTTP/1.0 one, as
+// DATA to an HTTP/2 stream. A read that did not fill its buffer, and a wait for the backend
+// with coded bytes held, end with a flush, so a streamed body streams. Backpressure is
+// unchanged: one read's coded bytes wait for a client that does not take them. A shard has at
+// most maxEncoders (32) in use, about 2 MB of state each for brotli (256 KiB window) and 1 MB
+// for gzip, and keeps keepEncoders (4) idle per coding; beyond the bound a response goes as it
+// is (Vary kept), counted in Stats.CompressDeclined.
 //
 // A client that closes its side while its request waits for the response head (gone.go) gets
 // one second to be answered (it may only have half-closed), then the exchange is abandoned.

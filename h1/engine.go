@@ -49,6 +49,8 @@ type Engine struct {
 	// backendHandshakes counts the backend TLS handshakes in progress, bounded by
 	// maxBackendHandshakes (backendtls.go).
 	backendHandshakes, maxBackendHandshakes atomic.Int64
+	// maxEncoders bounds the encoders each shard has in use (compress.go); tests lower it.
+	maxEncoders atomic.Int32
 
 	// HTTP/2 on h2c listeners (h2conn.go): the Conn's settings for a listener, and the
 	// counters every Conn adds to; nil h2config: h2c listeners are not the engine's.
@@ -152,6 +154,7 @@ type shard struct {
 	backends *backendConn // every open backend connection of the shard
 	h2b      h2bShard     // HTTP/2 backends' connections, streams and counters (h2backend.go)
 	log      *shardLog    // access-log lines, written off the shard (accesslog.go)
+	z        encoders     // response compression's (compress.go)
 	st       shardStats
 }
 
@@ -187,6 +190,7 @@ func New(core *httpcore.Core, logger *slog.Logger) (*Engine, error) {
 	e := &Engine{logger: logger, core: core, group: g, done: make(chan struct{})}
 	e.maxHandshakes.Store(maxHandshakes)
 	e.maxBackendHandshakes.Store(maxBackendHandshakes)
+	e.maxEncoders.Store(maxEncoders)
 	for _, s := range g.Shards() {
 		sh := &shard{e: e, s: s, id: s.ID(), wbuf: make([]byte, 0, 2*evloop.ReadBufSize)}
 		sh.br = bufio.NewReaderSize(&sh.rd, evloop.ReadBufSize)
@@ -226,6 +230,9 @@ func (e *Engine) Stats() Stats {
 		s.Queued += st.queued.Load()
 		s.Tunnels += st.tunnels.Load()
 		s.LogDropped += sh.log.dropped.Load()
+		s.Compressed += sh.z.compressed.Load()
+		s.CompressDeclined += sh.z.declined.Load()
+		s.Encoders += sh.z.held.Load()
 	}
 	e.mu.Lock()
 	for _, l := range e.listeners {

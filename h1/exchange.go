@@ -942,6 +942,9 @@ func (ex *exchange) finish(closeAfter bool) {
 
 // freeIfDone frees an exchange that nothing refers to any more.
 func (ex *exchange) freeIfDone() {
+	if ex.gone {
+		ex.dropEncoder()
+	}
 	if !ex.gone || ex.pending > 0 {
 		return
 	}

@@ -201,8 +201,6 @@ type respMode struct {
 	conn    []byte
 }
 
-var keyContentEncoding = []byte("Content-Encoding")
-
 var (
 	connClose     = []byte("close")
 	connKeepAlive = []byte("keep-alive")

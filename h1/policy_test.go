@@ -56,9 +56,8 @@ func TestPolicyThroughCore(t *testing.T) {
 	}
 }
 
-// TestCompressionAfterReload: compression is not the engine's (package server keeps a
-// configuration that compresses on fasthttp), but a reload may add it under a listener the
-// engine serves: the body then goes as it is, without a Content-Encoding that would lie.
+// TestCompressionAfterReload: a reload that adds compression under a listener the engine
+// serves compresses the next response (the route's policy is the new table's).
 func TestCompressionAfterReload(t *testing.T) {
 	page := strings.Repeat("compressible text ", 200)
 	addr := httpBackend(t, func(w http.ResponseWriter, r *http.Request) {
@@ -66,10 +65,19 @@ func TestCompressionAfterReload(t *testing.T) {
 		_, _ = w.Write([]byte(page))
 	})
 	cfg := testConfig(testPool("p", "roundrobin", addr))
-	cfg.Routes[0].Compress = &config.Compress{Types: []string{"text/html"}, Algorithms: []string{"gzip"}}
 	te := startEngine(t, cfg)
-	resp, body := get(t, testClient(), "GET", te.url("/"), nil, map[string]string{"Accept-Encoding": "gzip"})
+	ae := map[string]string{"Accept-Encoding": "gzip"}
+	resp, body := get(t, testClient(), "GET", te.url("/"), nil, ae)
 	if resp.StatusCode != 200 || resp.Header.Get("Content-Encoding") != "" || string(body) != page {
-		t.Fatalf("got %d, Content-Encoding %q, %d bytes (want 200, none, the page's %d)", resp.StatusCode, resp.Header.Get("Content-Encoding"), len(body), len(page))
+		t.Fatalf("before: %d, Content-Encoding %q, %d bytes (want 200, none, the page's %d)", resp.StatusCode, resp.Header.Get("Content-Encoding"), len(body), len(page))
+	}
+	next := testConfig(testPool("p", "roundrobin", addr))
+	next.Routes[0].Compress = &config.Compress{Types: []string{"text/html"}, Algorithms: []string{"gzip"}}
+	if err := te.Swap(next, te.pools); err != nil {
+		t.Fatal(err)
+	}
+	resp, body = get(t, testClient(), "GET", te.url("/"), nil, ae)
+	if resp.StatusCode != 200 || resp.Header.Get("Content-Encoding") != "gzip" || string(decodeBody(t, "gzip", body)) != page {
+		t.Fatalf("after the reload: %d, Content-Encoding %q, %d bytes", resp.StatusCode, resp.Header.Get("Content-Encoding"), len(body))
 	}
 }

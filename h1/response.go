@@ -29,6 +29,9 @@ type respState struct {
 	backend  *upstream.Backend
 	ttfb     int64
 	term     string // the access log's termination state, when not a normal end
+
+	z      *httpcore.Encoder // the body is compressed (compress.go)
+	zchunk bool              // the coded body goes chunked (an HTTP/1.1 client)
 }
 
 // Framings of a response body, from the backend.
@@ -179,6 +182,13 @@ func (ex *exchange) responseHead(raw []byte, r *respHead, rest []byte) {
 		return
 	}
 	rs.reusable = !r.close && !r.ambiguous && !ex.upgrade
+	// The core's response side: hop-by-hop fields out, expose_backend, request ID, sticky
+	// cookie, header rules, compression (compress.go).
+	ex.rm.reset(raw, r)
+	sc := r.scan
+	ex.cx.StripHopByHop(&ex.rm, &sc, false, false)
+	ex.limitCompression()
+	enc := ex.cx.Respond(&ex.msg, &ex.rm, a.b)
 	m := respMode{}
 	switch {
 	case noBody(r.status, ex.method == mHead):
@@ -204,6 +214,7 @@ func (ex *exchange) responseHead(raw []byte, r *respHead, rest []byte) {
 			m.chunk = true
 		}
 	}
+	ex.compress(enc, &m)
 	closeClient := !ex.keepAlive || c.closing() || rs.out == oRaw || ex.upgrade || c.lastRequest() ||
 		!ex.bodyRead() && !ex.mayDrain() // an early answer: the rest of the body, unless drained (early.go), cannot be told from a request
 	switch {
@@ -215,17 +226,6 @@ func (ex *exchange) responseHead(raw []byte, r *respHead, rest []byte) {
 	}
 	rs.started = true
 	bc.arm(bResponse, sh.now+int64(ex.ps.ResponseTimeout)) // from here: backend inactivity
-	// The core's response side: hop-by-hop fields out, expose_backend, request ID, sticky
-	// cookie, header rules. Compression is not the engine's yet: a listener whose
-	// configuration compresses is served by the fasthttp plane (package server decides at
-	// Serve); should a reload add compression under a listener the engine serves, the body
-	// goes as it is, without the Content-Encoding the core set.
-	ex.rm.reset(raw, r)
-	sc := r.scan
-	ex.cx.StripHopByHop(&ex.rm, &sc, false, false)
-	if ex.cx.Respond(&ex.msg, &ex.rm, a.b) != httpcore.EncNone {
-		ex.rm.Del(keyContentEncoding)
-	}
 	w := c.head(ex, m, sh.wbuf[:0])
 	// The body bytes that came with the head go out in the same write when they are few.
 	var body []byte
@@ -258,6 +258,10 @@ func (ex *exchange) responseHead(raw []byte, r *respHead, rest []byte) {
 // the others are encoded into w.
 func (ex *exchange) frameResponse(p, w []byte) (used int, out, body []byte) {
 	rs := &ex.resp
+	if rs.z != nil {
+		used, out = ex.frameCompressed(p, w)
+		return used, out, nil
+	}
 	switch rs.framing {
 	case fLength:
 		k := int(min(int64(len(p)), rs.remain))
@@ -318,6 +322,7 @@ func (ex *exchange) pumpResponse() {
 	rs := &ex.resp
 	for !c.blocked() && !ex.respDone() {
 		if bc.Ready&evloop.Readable == 0 {
+			ex.zhold()
 			return
 		}
 		buf := sh.s.Buf()[:c.readSize()]
@@ -326,15 +331,21 @@ func (ex *exchange) pumpResponse() {
 		}
 		n, err := bc.Read(buf)
 		if err == evloop.ErrAgain {
+			ex.zhold()
 			return
 		}
 		if err != nil {
 			if rs.framing == fClose { // the end of a close-delimited body
-				if rs.out == oChunk {
+				switch {
+				case rs.z != nil:
+					sh.wbuf = ex.zend(sh.wbuf[:0])
+				case rs.out == oChunk:
 					sh.wbuf = appendLastChunk(sh.wbuf[:0], nil)
-					if !c.write(sh.wbuf, nil) {
-						return
-					}
+				default:
+					sh.wbuf = sh.wbuf[:0]
+				}
+				if len(sh.wbuf) > 0 && !c.write(sh.wbuf, nil) {
+					return
 				}
 				rs.framing = fNone
 				break

@@ -24,4 +24,7 @@ type Stats struct {
 	Tunnels                   int64 // open Upgrade tunnels
 	AcceptFailures            int64 // accepts refused for want of descriptors
 	LogDropped                int64 // access-log lines lost to a writer that fell behind
+	Compressed                int64 // responses compressed
+	CompressDeclined          int64 // responses sent as they are: maxEncoders were in use
+	Encoders                  int64 // encoders in use (responses being compressed)
 }

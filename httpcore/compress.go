@@ -13,10 +13,14 @@ import (
 )
 
 // Compression levels: brotli 4 and gzip 5 cost about the same CPU and suit on-the-fly
-// compression (fasthttp and nginx choose similar ones).
+// compression (fasthttp and nginx choose similar ones). brotliWindow is brotli's window,
+// 256 KiB (lgwin 18; nginx's brotli module takes 512 KiB): at the library's default, 4 MiB,
+// an encoder's state passes 9 MB once a body passes 256 KiB, at 18 it stays near 2 MB (a
+// gzip encoder's is about 1 MB whatever the body).
 const (
-	brotliLevel = 4
-	gzipLevel   = 5
+	brotliLevel  = 4
+	brotliWindow = 18
+	gzipLevel    = 5
 )
 
 // Encoding is a content coding the core may apply to a response body.
@@ -222,7 +226,7 @@ func brotliWriter(dst io.Writer) *brotli.Writer {
 		w.Reset(dst)
 		return w
 	}
-	w, _ := brotli.NewWriter(dst, brotliLevel) // the level is valid: no error
+	w, _ := brotli.NewWriterOptions(dst, brotliLevel, brotli.WriterOptions{LGWin: brotliWindow}) // valid: no error
 	return w
 }
 
@@ -338,4 +342,99 @@ func (r *Compressor) Close() error {
 		r.out.b = nil
 	}
 	return src.Close()
+}
+
+// Encoder compresses a body pushed to it as it arrives, for an engine that is fed the
+// backend's bytes on its own loop (no goroutine, no reader): Write, Flush and Close append
+// the coded bytes they produce to the caller's buffer. Flush makes everything written so far
+// decodable (a streamed body reaches its client as the backend sends it); Close ends the
+// stream. An Encoder is reused: Reset starts the next body. Its state is what the encoding
+// needs (brotliWindow): an engine bounds how many it holds. Writing to memory cannot fail, so
+// nothing returns an error.
+type Encoder struct {
+	enc  Encoding
+	gz   *gzip.Writer
+	br   *brotli.Writer
+	out  outBuf
+	held bool // bytes written since the last Flush
+}
+
+// NewEncoder returns an encoder for enc (EncBrotli or EncGzip).
+func NewEncoder(enc Encoding) *Encoder {
+	z := &Encoder{enc: enc}
+	if enc == EncBrotli {
+		z.br = brotliWriter(&z.out)
+		z.br.Reset(&z.out) // a Writer that was Reset keeps its state across Close
+	} else {
+		z.enc = EncGzip
+		z.gz = gzipWriter(&z.out)
+	}
+	return z
+}
+
+// Encoding is the coding z produces.
+func (z *Encoder) Encoding() Encoding { return z.enc }
+
+// Reset starts a new body; size is its length when known (else 0), which lets brotli size
+// its tables for a small body.
+func (z *Encoder) Reset(size int64) {
+	z.held = false
+	if z.br != nil {
+		z.br.ResetWithSizeHint(&z.out, uint(max(size, 0)))
+		return
+	}
+	z.gz.Reset(&z.out)
+}
+
+// Write feeds p to the encoder and appends to dst what it produced (often nothing: the
+// encoder holds bytes until its block fills, Flush or Close).
+func (z *Encoder) Write(dst, p []byte) []byte {
+	if len(p) == 0 {
+		return dst
+	}
+	z.out.b = dst
+	if z.br != nil {
+		_, _ = z.br.Write(p)
+	} else {
+		_, _ = z.gz.Write(p)
+	}
+	z.held = true
+	return z.take()
+}
+
+// Pending reports bytes written since the last Flush: Flush would produce something.
+func (z *Encoder) Pending() bool { return z.held }
+
+// Flush appends to dst the coding of everything written so far (nothing when nothing was
+// written since the last Flush).
+func (z *Encoder) Flush(dst []byte) []byte {
+	if !z.held {
+		return dst
+	}
+	z.out.b = dst
+	if z.br != nil {
+		_ = z.br.Flush()
+	} else {
+		_ = z.gz.Flush()
+	}
+	z.held = false
+	return z.take()
+}
+
+// Close appends to dst the end of the stream.
+func (z *Encoder) Close(dst []byte) []byte {
+	z.out.b = dst
+	if z.br != nil {
+		_ = z.br.Close()
+	} else {
+		_ = z.gz.Close()
+	}
+	z.held = false
+	return z.take()
+}
+
+func (z *Encoder) take() []byte {
+	b := z.out.b
+	z.out.b = nil
+	return b
 }

@@ -26,16 +26,18 @@ type Exchange struct {
 	// AcquireFailed and Refuse. The engine renders it and then logs.
 	Reply Reply
 
-	t       *Table
-	l       *Listener
-	route   *Route
-	peer    netip.Addr
-	client  netip.Addr // the peer, or who a trusted proxy says it forwards
-	tls     bool
-	h2      bool
-	trusted bool // the peer is one of trusted_proxies
-	start   time.Time
-	retries int
+	t        *Table
+	l        *Listener
+	route    *Route
+	peer     netip.Addr
+	client   netip.Addr // the peer, or who a trusted proxy says it forwards
+	tls      bool
+	h2       bool
+	trusted  bool // the peer is one of trusted_proxies
+	noEnc    bool // the engine has no encoder for this response (WithoutEncoder)
+	declined bool // Respond left a response it would have compressed as it is, for noEnc
+	start    time.Time
+	retries  int
 
 	// Buffers, kept across requests: the request ID sent to the backend, the trace-id of a
 	// valid traceparent, the target as received once a rewrite changed it, the Host for
@@ -309,10 +311,22 @@ func (x *Exchange) compress(cp *compression, req Request, resp Response) Encodin
 	if enc == EncNone {
 		return EncNone
 	}
+	if x.noEnc {
+		x.declined = true
+		return EncNone
+	}
 	resp.Set(keyContentEnc, s2b(enc.Name()))
 	x.weakenETag(resp)
 	return enc
 }
+
+// WithoutEncoder tells Respond that the engine cannot compress this response (it holds as
+// many encoders as it may): a response the client would get compressed goes as it is, with
+// Vary, as to a client that accepts no coding of the route's. Declined reports it happened.
+func (x *Exchange) WithoutEncoder() { x.noEnc = true }
+
+// Declined reports that Respond left a response as it is for WithoutEncoder.
+func (x *Exchange) Declined() bool { return x.declined }
 
 // Retried counts a retry the pool's budget paid for (SpendRetry), once another backend has
 // taken the request.

@@ -14,10 +14,9 @@ import (
 // shards, the first bytes deciding) and TLS listeners (HTTP/1.1 and ALPN h2 on the shards;
 // with accept_proxy the PROXY header read on the shard before the handshake) are served by
 // the event-loop engine (package h1); the fasthttp plane (package httpproxy) serves every
-// listener of a configuration that compresses responses or reaches backends over HTTP/2 with
-// TLS (protocol h2), which the engine does not do yet (their TLS and h2c listeners stay on the
-// fronts, HTTP/2 on h2proxy). Both serve from the same HTTP core (routes, policy, the access
-// log, counters).
+// listener of a configuration that reaches backends over HTTP/2 with TLS (protocol h2), which
+// the engine does not do yet (their TLS and h2c listeners stay on the fronts, HTTP/2 on
+// h2proxy). Both serve from the same HTTP core (routes, policy, the access log, counters).
 // engineServes is the one place the choice is made; off Linux the engine does not exist and
 // fasthttp serves everything.
 
@@ -25,11 +24,6 @@ import (
 func engineServes(cfg *config.Config, name string) bool {
 	if cfg == nil {
 		return false
-	}
-	for _, r := range cfg.Routes {
-		if r.Compress != nil {
-			return false
-		}
 	}
 	for _, pc := range cfg.Pools {
 		if pc.Protocol == "h2" { // tls (http1): backendtls.go; h2c: the shards' HTTP/2 backends (h1/h2backend.go)

@@ -1,7 +1,10 @@
 package server
 
 import (
+	"compress/gzip"
 	"fmt"
+	"io"
+	"net/http"
 	"testing"
 
 	"ballast/config"
@@ -9,8 +12,8 @@ import (
 
 // TestEnginePlane: a plain-HTTP listener is served by the event-loop engine (its counters
 // move), traffic policy applies there through the HTTP core (a denied client gets 403 from
-// the engine), a reload moves its routes, and a configuration with a compressing route stays
-// on fasthttp.
+// the engine), a reload moves its routes, and a configuration with a compressing route is
+// the engine's too (it compresses on the shards).
 func TestEnginePlane(t *testing.T) {
 	a, b := namedBackend(t, "a"), namedBackend(t, "b")
 	yaml := func(backend, route string) string {
@@ -68,7 +71,27 @@ routes:
 		t.Fatal("engineServes: the plain listener is not the engine's")
 	}
 	cfg.Routes = append([]config.Route{{Pool: "p", RoutePolicy: config.RoutePolicy{Compress: &config.Compress{}}}}, cfg.Routes...)
-	if engineServes(&cfg, "web") {
-		t.Fatal("engineServes: a configuration that compresses went to the engine")
+	if !engineServes(&cfg, "web") {
+		t.Fatal("engineServes: a configuration that compresses is not the engine's")
+	}
+	// A reload that adds compression: the engine compresses the next response itself.
+	writeFile(t, file, yaml(b, "    compress: {types: [text/plain], min_size: 0, algorithms: [gzip]}"))
+	if err := s.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	req, _ := http.NewRequest("GET", web+"/", nil)
+	req.Header.Set("Accept-Encoding", "gzip")
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	zr, err := gzip.NewReader(resp.Body)
+	if err != nil {
+		t.Fatalf("Content-Encoding %q: %v", resp.Header.Get("Content-Encoding"), err)
+	}
+	body, _ := io.ReadAll(zr)
+	if resp.Header.Get("Content-Encoding") != "gzip" || string(body) != "b" || hp.engine.Stats().Compressed != 1 {
+		t.Fatalf("compressed: Content-Encoding %q, %q, engine compressed %d (want gzip, \"b\", 1)", resp.Header.Get("Content-Encoding"), body, hp.engine.Stats().Compressed)
 	}
 }

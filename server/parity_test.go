@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	brotli "github.com/molecule-man/go-brrr"
 )
 
 // The parity suite: every case of one table runs over HTTP/1.1 (plain and TLS), HTTP/2 over TLS
@@ -78,6 +80,9 @@ var html2k = strings.Repeat("<p>Ballast parity</p>\n", 100)
 var compressible = fmt.Sprintf("HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nETag: \"v1\"\r\nContent-Length: %d\r\n\r\n%s", len(html2k), html2k)
 
 const compressRoute = `compress: {types: [text/html], min_size: 100, algorithms: [br, gzip]}`
+
+var compressibleChunked = fmt.Sprintf("HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nTransfer-Encoding: chunked\r\n\r\n%x\r\n%s\r\n%x\r\n%s\r\n0\r\n\r\n",
+	len(html2k), html2k, len(html2k), html2k)
 
 var h1only = []string{"http1", "http1-tls", "http1-tls-proxy"}
 
@@ -326,6 +331,21 @@ response_headers: {remove: [Server], set: ["X-Served-By: ${backend}"], add: ["X-
 			{want: pwant{
 				status: 200, reach: "B0", term: "--", pool: "p", body: html2k,
 				header: map[string]string{"Content-Encoding": "", "Vary": "Accept-Encoding"},
+			}},
+		},
+	},
+	{
+		name:     "compression of a chunked body prefers the route's first coding",
+		yaml:     routeWith(compressRoute),
+		backends: []string{compressibleChunked},
+		steps: []step{
+			{req: preq{header: [][2]string{{"Accept-Encoding", "gzip, br"}}}, want: pwant{
+				status: 200, reach: "B0", term: "--", pool: "p", body: "br:" + html2k + html2k,
+				header: map[string]string{"Content-Encoding": "br", "Vary": "Accept-Encoding", "Content-Length": ""},
+			}},
+			{req: preq{header: [][2]string{{"Accept-Encoding", "gzip;q=0.5, br;q=0.4"}}}, want: pwant{
+				status: 200, reach: "B0", term: "--", pool: "p", body: "gzip:" + html2k + html2k,
+				header: map[string]string{"Content-Encoding": "gzip", "Vary": "Accept-Encoding", "Content-Length": ""},
 			}},
 		},
 	},
@@ -744,6 +764,14 @@ func checkAnswer(t *testing.T, where string, got presp, w pwant, backends []*raw
 			return
 		}
 		body, _ = io.ReadAll(zr)
+		want = rest
+	}
+	if rest, ok := strings.CutPrefix(want, "br:"); ok {
+		var err error
+		if body, err = io.ReadAll(brotli.NewReader(bytes.NewReader(body))); err != nil {
+			t.Errorf("%s: body is not brotli: %v", where, err)
+			return
+		}
 		want = rest
 	}
 	switch {
