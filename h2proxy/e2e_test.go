@@ -328,13 +328,23 @@ pools: [{name: p, protocol: %s, backends: [{address: %s, name: live}, {address: 
 			}
 		}
 	}
-	resp, err := http.Get("http://" + s.AdminAddr() + "/metrics")
-	if err != nil {
-		t.Fatal(err)
+	// A response is counted when its exchange ends, which may be a moment after the client
+	// has its last byte (an HTTP/2 backend's END_STREAM can follow its DATA in a frame of its
+	// own): scrape until the count is there, for at most 5 s.
+	var metrics string
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		resp, err := http.Get("http://" + s.AdminAddr() + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		metrics = string(b)
+		if strings.Contains(metrics, `ballast_backend_responses_total{backend="live",class="2xx",pool="p"} 6`) || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
-	b, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	metrics := string(b)
 	if !strings.Contains(metrics, `ballast_backend_responses_total{backend="live",class="2xx",pool="p"} 6`) {
 		t.Errorf("2xx of live is not 6 (3 HTTP/2 + 3 HTTP/1.1):\n%s", grep(metrics, "responses_total"))
 	}

@@ -528,6 +528,7 @@ var portedCases = []parityCase{
 		name:     "request ID of an untrusted peer replaced",
 		listener: "request_id: true",
 		yaml:     "trusted_proxies: [10.0.0.0/8]\n" + routeWith(""),
+		only:     []string{"http1", "http1-tls", "h2", "h2c"}, // 127.0.0.1 may not send a PROXY header here
 		steps: []step{{req: preq{header: [][2]string{{"X-Request-Id", "abc-123"}}}, want: pwant{
 			status: 200, reach: "B0", term: "--", pool: "p",
 			header: map[string]string{"X-Request-Id": "~^[0-9a-f]{32}$"}, seen: map[string]string{"X-Request-Id": "~^[0-9a-f]{32}$"},
