@@ -399,11 +399,7 @@ func (p *h2bPool) failWaiting(err error) {
 func (c *h2bConn) connected(err error, ap netip.AddrPort, ps *httpcore.Pool) {
 	c.connecting = false
 	if err != nil {
-		c.sh.st.connectFailures.Add(1)
-		c.close()
-		if !c.pool.anyLive() {
-			c.pool.failWaiting(err)
-		}
+		c.fail(err) // h2backendtls.go
 		return
 	}
 	if c.tlsFor != nil && c.tls == nil {

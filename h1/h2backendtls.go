@@ -4,6 +4,7 @@ package h1
 
 import (
 	"errors"
+	"net/netip"
 	"time"
 
 	"ballast/evloop"
@@ -117,15 +118,23 @@ func (c *h2bConn) handshakeFailed(err error) {
 	c.fail(err)
 }
 
-// fail closes a connection that could not be made and fails the streams waiting (connect
-// failures) instead of dialling the backend again for them.
+// fail closes a connection that could not be made (the connect failed or timed out, or its
+// TLS did): the streams waiting fail as connect failures, or, when other connections to the
+// backend live, wait on for their slots; no connection is dialled for them at once (a
+// backend that refuses connections would be dialled in a loop until the streams' timers).
 func (c *h2bConn) fail(err error) {
 	c.connecting = false
-	w := c.pool.waiting
-	c.pool.waiting = nil
+	p := c.pool
+	w := p.waiting
+	p.waiting = nil
 	c.close()
-	c.pool.waiting = append(w, c.pool.waiting...)
-	c.pool.failWaiting(err)
+	p.waiting = append(w, p.waiting...)
+	if p.anyLive() {
+		c.sh.st.connectFailures.Add(1)
+		p.dispatch(c.sh, netip.AddrPort{}, c.ps) // slots only: no new connection
+		return
+	}
+	p.failWaiting(err)
 }
 
 // closeTLS ends the connection's TLS before its descriptor closes: a handshake in progress

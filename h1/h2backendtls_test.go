@@ -222,3 +222,28 @@ func TestH2BackendTLSHandshakeTimeout(t *testing.T) {
 	})
 	waitFor(t, "no handshake left in progress", func() bool { return te.backendHandshakes.Load() == 0 })
 }
+
+// A backend that refuses connections (h2c and h2): the request's stream fails as a connect
+// failure after one connection attempt (502), not after a loop of them until
+// timeouts.connect.
+func TestH2BackendConnectRefused(t *testing.T) {
+	for _, kind := range []string{config.BackendH2C, config.BackendH2} {
+		t.Run(kind, func(t *testing.T) {
+			pc := h2cPool("p", "127.0.0.1:1")
+			pc.Retries.Attempts = 1
+			pc.Timeouts.Connect = dur(5 * time.Second)
+			if kind == config.BackendH2 {
+				pc.Protocol, pc.TLS = config.BackendH2, &config.BackendTLS{InsecureSkipVerify: true}
+			}
+			te := startEngine(t, testConfig(pc))
+			start := time.Now()
+			resp, _ := get(t, testClient(), "GET", te.url("/"), nil, nil)
+			if resp.StatusCode != 502 || time.Since(start) > 4*time.Second {
+				t.Fatalf("%d after %v, want 502 at once", resp.StatusCode, time.Since(start))
+			}
+			if n, f := te.H2BackendStats().Connects, te.Stats().ConnectFailures; n != 1 || f != 1 {
+				t.Fatalf("%d connection attempts, %d connect failures; want 1, 1", n, f)
+			}
+		})
+	}
+}
