@@ -21,7 +21,7 @@ import (
 	"ballast/upstream"
 )
 
-// HTTP/2 backends (pools with protocol h2c) on the shard. Each shard keeps, per backend, a
+// HTTP/2 backends (pools with protocol h2c, and h2 over TLS: h2backendtls.go) on the shard. Each shard keeps, per backend, a
 // few HTTP/2 connections (h2bConn), each an h2mux client Conn fed by the shard, carrying
 // many streams. A request to such a pool is an attempt as to an HTTP/1.1 backend: its
 // backendConn is virtual (bc.h2 set): no socket of its own, it is one stream of a
@@ -51,8 +51,8 @@ import (
 // timeouts.idle) on the connection's timer on the shard's wheel; the streams' are their
 // backendConn's (timeouts.connect to a stream slot, timeouts.response).
 //
-// The socket is read and written through h2bIO (the descriptor for h2c), so that a TLS
-// client connection (protocol h2) plugs in without changing the rest.
+// The socket is read and written through h2bIO: the descriptor for h2c, the TLS client
+// connection for h2 (h2backendtls.go), the rest unchanged.
 
 const (
 	h2bMaxConns     = 8   // HTTP/2 connections per backend per shard
@@ -97,7 +97,7 @@ type h2bStats struct {
 	conns, connects, streams, waits, overflows, goaways, refused atomic.Int64
 }
 
-// H2BackendStats are the engine's counters of HTTP/2 backends (pools with protocol h2c).
+// H2BackendStats are the engine's counters of HTTP/2 backends (pools with protocol h2c and h2).
 type H2BackendStats struct {
 	Conns     int64 // open HTTP/2 backend connections
 	Connects  int64 // connections opened
