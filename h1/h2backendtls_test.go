@@ -247,3 +247,43 @@ func TestH2BackendConnectRefused(t *testing.T) {
 		})
 	}
 }
+
+// A flood of requests to h2 backends that stall in the handshake: at most
+// maxBackendHandshakes handshakes run at once (the HTTP/1.1 backends' bound, shared), the
+// connections past it fail at once (502, Stats.BackendTLSRefused), the stalled ones end at
+// timeouts.connect (counted failures), and none is left in progress.
+func TestH2BackendTLSHandshakeFlood(t *testing.T) {
+	var addrs []string
+	for range 6 {
+		addr, _ := stallingBackend(t, "hello")
+		addrs = append(addrs, addr)
+	}
+	pc := testPool("p", "roundrobin", addrs...)
+	pc.Protocol, pc.TLS = config.BackendH2, &config.BackendTLS{InsecureSkipVerify: true}
+	pc.Timeouts.Connect = dur(time.Second)
+	pc.Retries.Attempts = 1
+	te := startEngineWith(t, testConfig(pc), func(e *Engine) { e.maxBackendHandshakes.Store(2) })
+	const flood = 24
+	codes := make(chan int, flood)
+	for range flood {
+		go func() {
+			resp, err := testClient().Get(te.url("/"))
+			if err != nil {
+				codes <- 0
+				return
+			}
+			resp.Body.Close()
+			codes <- resp.StatusCode
+		}()
+	}
+	waitFor(t, "refusals at the bound", func() bool { return te.Stats().BackendTLSRefused >= 1 && te.backendHandshakes.Load() == 2 })
+	for range flood {
+		if code := <-codes; code != 502 && code != 503 {
+			t.Fatalf("a flooded request got %d, want 502 (or 503 once every backend was marked unreachable)", code)
+		}
+	}
+	waitFor(t, "the stalled handshakes' end", func() bool { return te.backendHandshakes.Load() == 0 && te.H2BackendStats().Conns == 0 })
+	if st := te.Stats(); st.BackendTLSFailures < 2 || st.BackendTLS != 0 {
+		t.Fatalf("failures %d (want the stalled ones, timed out), handshakes done %d", st.BackendTLSFailures, st.BackendTLS)
+	}
+}
