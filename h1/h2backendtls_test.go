@@ -322,3 +322,24 @@ func BenchmarkForwardH2Backend(b *testing.B) {
 		})
 	}
 }
+
+// An h2 backend connection closed for idleness (timeouts.idle) is replaced by one whose
+// handshake resumes the session the backend gave the first (the per-backend session cache,
+// as for HTTP/1.1 backends over TLS).
+func TestH2BackendTLSResumption(t *testing.T) {
+	be := newTLSBackend(t, h2Proto, nil)
+	pc := h2TLSPool("p", be)
+	pc.Timeouts.Idle = dur(200 * time.Millisecond)
+	te := startEngine(t, testConfig(pc))
+	c := testClient()
+	for i := range 2 {
+		resp, b := get(t, c, "GET", te.url("/"), nil, nil)
+		if resp.StatusCode != 200 || string(b) != "HTTP/2.0 alpn=h2 sni=backend.test" {
+			t.Fatalf("request %d: %d %q", i, resp.StatusCode, b)
+		}
+		waitFor(t, "the idle HTTP/2 connection closed", func() bool { return te.H2BackendStats().Conns == 0 })
+	}
+	if st := te.Stats(); st.BackendTLS != 2 || st.BackendTLSResumed != 1 || be.conns.Load() != 2 {
+		t.Fatalf("handshakes %d, resumed %d, backend connections %d; want 2, 1, 2", st.BackendTLS, st.BackendTLSResumed, be.conns.Load())
+	}
+}
