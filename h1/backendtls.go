@@ -40,9 +40,11 @@ const maxBackendHandshakes = 1024
 
 // backendTLS is how one backend is reached over TLS: the pool's tls section it was built
 // from and the client configuration (its session cache with it), or the error building it
-// gave. A connection keeps the one it was made with (backendConn.tlsv).
+// gave. A connection keeps the one it was made with (backendConn.tlsv). h2 is the ALPN it
+// offers: h2 for pools with protocol h2 (h2backend.go), http/1.1 otherwise.
 type backendTLS struct {
 	key config.BackendTLS
+	h2  bool
 	cfg *tls.Config
 	err error
 }
@@ -57,10 +59,14 @@ var (
 )
 
 // newBackendTLS builds the client configuration for backend address of a pool with tls t,
-// offering the protocols in alpn.
-func newBackendTLS(t *config.BackendTLS, address string, alpn []string) *backendTLS {
+// offering ALPN h2 (h2) or http/1.1.
+func newBackendTLS(t *config.BackendTLS, address string, h2 bool) *backendTLS {
+	alpn := []string{tlsconf.ALPNHTTP1}
+	if h2 {
+		alpn = []string{tlsconf.ALPNH2}
+	}
 	cfg, err := tlsconf.Backend(t, address, alpn)
-	return &backendTLS{key: *t, cfg: cfg, err: err}
+	return &backendTLS{key: *t, h2: h2, cfg: cfg, err: err}
 }
 
 // tlsSet is the ways one backend is reached over TLS, newest first: one per distinct tls
@@ -73,13 +79,13 @@ type tlsSet struct{ list []*backendTLS }
 // of reloads that were refused.
 const maxTLSSet = 4
 
-// find returns the entry built from t, nil when there is none.
-func (s *tlsSet) find(t *config.BackendTLS) *backendTLS {
+// find returns the entry built from t offering h2 (or http/1.1), nil when there is none.
+func (s *tlsSet) find(t *config.BackendTLS, h2 bool) *backendTLS {
 	if s == nil {
 		return nil
 	}
 	for _, bt := range s.list {
-		if bt.key == *t {
+		if bt.key == *t && bt.h2 == h2 {
 			return bt
 		}
 	}
@@ -96,7 +102,7 @@ func (st *backendState) addTLS(bt *backendTLS) {
 	list := []*backendTLS{bt}
 	if old != nil {
 		for _, o := range old.list {
-			if o.key != bt.key && len(list) < maxTLSSet {
+			if (o.key != bt.key || o.h2 != bt.h2) && len(list) < maxTLSSet {
 				list = append(list, o)
 			}
 		}
@@ -106,22 +112,23 @@ func (st *backendState) addTLS(bt *backendTLS) {
 
 // tlsFor builds the client configuration of every backend of pc's pool there now (an error,
 // a file that cannot be read, refuses the configuration before anything changed) and returns
-// what each backend gets: for an HTTP/1 pool with tls, the one built (a backend that has one
-// for the same tls keeps it, and its session cache), or one built when a backend is added
-// later (discovery, the runtime API: an error then fails its connections rather than falling
-// back to cleartext); nil for a pool without tls.
+// what each backend gets: for a pool with tls, the one built (ALPN http/1.1, or h2 for
+// protocol h2; a backend that has one for the same tls and protocol keeps it, and its
+// session cache), or one built when a backend is added later (discovery, the runtime API:
+// an error then fails its connections rather than falling back to cleartext); nil for a
+// pool without tls.
 func tlsFor(pc *config.Pool, pool *upstream.Pool) (func(*upstream.Backend) *backendTLS, error) {
-	if pc.TLS == nil || pc.Protocol != "" && pc.Protocol != config.BackendHTTP1 {
-		return func(*upstream.Backend) *backendTLS { return nil }, nil // HTTP/2 pools are not the engine's
+	if pc.TLS == nil {
+		return func(*upstream.Backend) *backendTLS { return nil }, nil
 	}
-	key := *pc.TLS
+	key, h2 := *pc.TLS, pc.Protocol == config.BackendH2
 	build := func(b *upstream.Backend) *backendTLS {
 		if st := stateOf(b); st != nil {
-			if cur := st.tls.Load().find(&key); cur != nil && cur.err == nil {
+			if cur := st.tls.Load().find(&key, h2); cur != nil && cur.err == nil {
 				return cur // the same tls: the configuration and its session cache stay
 			}
 		}
-		return newBackendTLS(&key, b.Address, []string{tlsconf.ALPNHTTP1})
+		return newBackendTLS(&key, b.Address, h2)
 	}
 	built := map[*upstream.Backend]*backendTLS{}
 	for _, b := range pool.Backends() {
@@ -144,12 +151,12 @@ func tlsFor(pc *config.Pool, pool *upstream.Pool) (func(*upstream.Backend) *back
 func (a *attempt) established() {
 	bc := a.bc
 	want := a.ex.ps.Conf.TLS
-	if want == nil {
+	if want == nil || bc.h2 != nil { // an HTTP/2 stream: its connection did the handshake (h2backendtls.go)
 		a.send()
 		return
 	}
 	sh := a.ex.sh
-	bt := bc.st.tls.Load().find(want)
+	bt := bc.st.tls.Load().find(want, false)
 	if bt == nil { // not reached: the engine attaches every pool before its table serves
 		sh.st.connectFailures.Add(1)
 		a.failed(httpcore.Connect, errNoBackendTLS)

@@ -11,8 +11,9 @@
 // (it must lend its descriptor: the shards accept from it with raw accept4); Shutdown stops
 // accepting, closes idle connections and waits for the requests in flight; Stats reports what
 // the engine counts (responses by class, retries and hedges are the core's; package admin
-// shows Stats on /metrics). Package server serves every listener with it (server/h1plane.go
-// says which configurations stay on the fasthttp plane).
+// shows Stats on /metrics). Package server serves every listener of every configuration with
+// it on Linux (server/h1plane.go; the fasthttp plane serves only where the engine does not
+// exist).
 //
 // # A request's path
 //
@@ -111,10 +112,9 @@
 // counted in Stats.TLSRefused), and the connection comes back to its shard, whose reads and
 // writes then go through crypto/tls (clientConn's Read, Write, Writev, ShutdownWrite keep the
 // socket's contract): HTTP/1.1 as on a plain listener, h2 by ALPN as on an h2c one (to the
-// HTTP/2 server given, blocking, when the engine has no HTTP/2 settings). Backends reached
-// over HTTP/2 with TLS (protocol h2) stay on the fasthttp plane for now.
+// HTTP/2 server given, blocking, when the engine has no HTTP/2 settings).
 //
-// HTTP/2 backends (pools with protocol h2c, h2backend.go): per backend per shard a few
+// HTTP/2 backends (pools with protocol h2c and h2, h2backend.go): per backend per shard a few
 // h2mux client Conns fed by the shard, each carrying many streams; a request's backendConn
 // is then a stream (bc.h2) whose Read and Write translate between the exchange's HTTP/1.1
 // bytes and the stream's frames, so retries, hedging, timeouts and the response path are the
@@ -124,7 +124,13 @@
 // client's stream to an HTTP/2 backend is full duplex (its body goes on after the response
 // head: gRPC's bidirectional streams); elsewhere the body stops there, as before. gRPC
 // requests (grpc.go) get Ballast's own answers as gRPC statuses (trailers-only) and their
-// grpc-timeout as a deadline.
+// grpc-timeout as a deadline. For protocol h2 (h2backendtls.go) a connection whose connect
+// completed runs the TLS client handshake as below (ALPN h2, the same configurations,
+// bound and counters) and serves streams only if the backend negotiated h2; its frames are
+// then read and written through crypto/tls on the shard. A connection that could not be
+// made (connect or handshake) fails the streams waiting for it as connect failures; one
+// made under a tls a reload changed takes no more streams (GOAWAY, closed when its last
+// ends).
 //
 // Backends over TLS (a pool's tls, backendtls.go): once the shard's connect completes, a
 // goroutine runs the client handshake (tlsconn.Client on the shard, Handshake off it) within

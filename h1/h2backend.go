@@ -15,12 +15,13 @@ import (
 
 	"ballast/config"
 	"ballast/evloop"
+	"ballast/evloop/tlsconn"
 	"ballast/h2mux"
 	"ballast/httpcore"
 	"ballast/upstream"
 )
 
-// HTTP/2 backends (pools with protocol h2c) on the shard. Each shard keeps, per backend, a
+// HTTP/2 backends (pools with protocol h2c, and h2 over TLS: h2backendtls.go) on the shard. Each shard keeps, per backend, a
 // few HTTP/2 connections (h2bConn), each an h2mux client Conn fed by the shard, carrying
 // many streams. A request to such a pool is an attempt as to an HTTP/1.1 backend: its
 // backendConn is virtual (bc.h2 set): no socket of its own, it is one stream of a
@@ -50,8 +51,8 @@ import (
 // timeouts.idle) on the connection's timer on the shard's wheel; the streams' are their
 // backendConn's (timeouts.connect to a stream slot, timeouts.response).
 //
-// The socket is read and written through h2bIO (the descriptor for h2c), so that a TLS
-// client connection (protocol h2) plugs in without changing the rest.
+// The socket is read and written through h2bIO: the descriptor for h2c, the TLS client
+// connection for h2 (h2backendtls.go), the rest unchanged.
 
 const (
 	h2bMaxConns     = 8   // HTTP/2 connections per backend per shard
@@ -70,10 +71,12 @@ var (
 )
 
 // h2Pool reports whether ps reaches its backends over HTTP/2 on the shards.
-func h2Pool(ps *httpcore.Pool) bool { return ps != nil && ps.Conf != nil && ps.Conf.Protocol == "h2c" }
+func h2Pool(ps *httpcore.Pool) bool {
+	return ps != nil && ps.Conf != nil && (ps.Conf.Protocol == config.BackendH2C || ps.Conf.Protocol == config.BackendH2)
+}
 
 // h2bIO reads and writes a backend connection's socket without blocking (evloop.FD's
-// contract): the descriptor itself for h2c.
+// contract): the descriptor itself for h2c, the tlsconn.Conn for h2 (h2backendtls.go).
 type h2bIO interface {
 	Read(p []byte) (int, error)
 	Write(p []byte) (int, error)
@@ -94,7 +97,7 @@ type h2bStats struct {
 	conns, connects, streams, waits, overflows, goaways, refused atomic.Int64
 }
 
-// H2BackendStats are the engine's counters of HTTP/2 backends (pools with protocol h2c).
+// H2BackendStats are the engine's counters of HTTP/2 backends (pools with protocol h2c and h2).
 type H2BackendStats struct {
 	Conns     int64 // open HTTP/2 backend connections
 	Connects  int64 // connections opened
@@ -167,6 +170,23 @@ type h2bConn struct {
 	opened     int            // streams opened on it
 	ap         netip.AddrPort // where it connects (and further connections for its waiters)
 	ps         *httpcore.Pool // the pool whose timeouts it was opened with
+	hs, tls    *tlsconn.Conn  // protocol h2: the handshake in progress, then the connection
+	scheme     string         // :scheme of its requests: http (h2c), https (h2)
+	tlsFor     *config.BackendTLS
+}
+
+// sameTLS reports whether the connection was made under ps's tls (none for h2c): pointers
+// first (a table's pool keeps its section), then by value.
+func (c *h2bConn) sameTLS(ps *httpcore.Pool) bool {
+	want := ps.Conf.TLS
+	switch {
+	case want == c.tlsFor:
+		return true
+	case want == nil || c.tlsFor == nil || *want != *c.tlsFor:
+		return false
+	}
+	c.tlsFor = want
+	return true
 }
 
 // h2bStream is the HTTP/2 side of a virtual backendConn: one stream of an h2bConn.
@@ -241,7 +261,7 @@ func (a *attempt) connectH2(ap netip.AddrPort) {
 	bc.h2, hs.bc, hs.gen = hs, bc, bc.gen
 	a.attach(bc)
 	pool := bc.st.h2pool(sh)
-	if c := pool.slot(); c != nil {
+	if c := pool.slot(ex.ps); c != nil {
 		hs.conn = c
 		a.send()
 		return
@@ -262,12 +282,20 @@ func (a *attempt) connectH2(ap netip.AddrPort) {
 	}
 }
 
-// slot returns a live connection with a stream slot free, or nil.
-func (p *h2bPool) slot() *h2bConn {
+// slot returns a live connection with a stream slot free, made under ps's tls, or nil. One
+// made under another tls (a reload changed it, or the protocol) takes no more streams: it
+// goes away (GOAWAY) once its streams end.
+func (p *h2bPool) slot(ps *httpcore.Pool) *h2bConn {
 	for _, c := range p.conns {
-		if !c.dead && !c.connecting && c.mux.Available() > 0 {
-			return c
+		if c.dead || c.connecting || c.mux.Available() <= 0 {
+			continue
 		}
+		if !c.sameTLS(ps) {
+			c.mux.Shutdown()
+			c.kick()
+			continue
+		}
+		return c
 	}
 	return nil
 }
@@ -285,19 +313,23 @@ func (p *h2bPool) connecting() bool {
 // for the rest when it may.
 func (p *h2bPool) dispatch(sh *shard, ap netip.AddrPort, ps *httpcore.Pool) {
 	for len(p.waiting) > 0 {
-		c := p.slot()
-		if c == nil {
-			break
-		}
 		hs := p.waiting[0]
+		bc := hs.bc
+		live := bc != nil && bc.gen == hs.gen && bc.a != nil
+		var c *h2bConn
+		if live {
+			if c = p.slot(bc.a.ex.ps); c == nil {
+				ps = bc.a.ex.ps // a connection for it
+				break
+			}
+		}
 		p.waiting[0] = nil
 		p.waiting = p.waiting[1:]
 		hs.waiting = false
-		hs.conn = c
-		bc := hs.bc
-		if bc == nil || bc.gen != hs.gen || bc.a == nil {
+		if !live {
 			continue
 		}
+		hs.conn = c
 		bc.Shard().Stop(&bc.timer)
 		bc.a.connected(nil)
 	}
@@ -312,7 +344,10 @@ func (p *h2bPool) dispatch(sh *shard, ap netip.AddrPort, ps *httpcore.Pool) {
 func (sh *shard) dialH2(b *upstream.Backend, pool *h2bPool, ap netip.AddrPort, ps *httpcore.Pool) {
 	c := &h2bConn{sh: sh, b: b, pool: pool, connecting: true}
 	c.timer.Init(c)
-	c.io = &c.FD
+	c.io, c.scheme = &c.FD, "http"
+	if c.tlsFor = ps.Conf.TLS; c.tlsFor != nil {
+		c.scheme = "https"
+	}
 	idle := config.Or(ps.Conf.Timeouts.Idle.Duration, config.DefaultBackendIdle)
 	c.mux = h2mux.NewClientConn(c, h2mux.Config{
 		MaxConcurrentStreams: h2bMaxStreams,
@@ -364,11 +399,12 @@ func (p *h2bPool) failWaiting(err error) {
 func (c *h2bConn) connected(err error, ap netip.AddrPort, ps *httpcore.Pool) {
 	c.connecting = false
 	if err != nil {
-		c.sh.st.connectFailures.Add(1)
-		c.close()
-		if !c.pool.anyLive() {
-			c.pool.failWaiting(err)
-		}
+		c.fail(err) // h2backendtls.go
+		return
+	}
+	if c.tlsFor != nil && c.tls == nil {
+		c.connecting = true
+		c.startTLS() // h2: the streams get slots once it is back (h2backendtls.go)
 		return
 	}
 	c.after()
@@ -399,8 +435,8 @@ func (c *h2bConn) Event(ev evloop.Events) {
 		return
 	}
 	if c.connecting {
-		if c.Ready&(evloop.Writable|evloop.Hangup) == 0 {
-			return
+		if c.hs != nil || c.Ready&(evloop.Writable|evloop.Hangup) == 0 {
+			return // a TLS handshake in progress reads and writes off the shard
 		}
 		c.connected(c.ConnectResult(), c.ap, c.ps)
 		return
@@ -431,6 +467,10 @@ func (c *h2bConn) Expire(now int64) {
 	}
 	c.sh.now = now
 	c.armed = 0
+	if c.hs != nil {
+		c.handshakeFailed(errHandshakeTimeout)
+		return
+	}
 	if c.connecting {
 		c.connected(errConnectTimeout, c.ap, c.ps)
 		return
@@ -497,6 +537,7 @@ func (c *h2bConn) close() {
 	c.mux.Abort()
 	sh.runH2b()
 	sh.s.Stop(&c.timer)
+	c.closeTLS()
 	if c.Registered() {
 		c.FD.Close()
 	}
@@ -762,7 +803,7 @@ func (hs *h2bStream) open(head []byte) error {
 		hs.wmode = hmChunked
 		hs.dec.reset()
 	}
-	s, hb, err := c.mux.Open(b2s(method), "http", authority, path)
+	s, hb, err := c.mux.Open(b2s(method), c.scheme, authority, path)
 	if err != nil {
 		return errH2Conn
 	}

@@ -18,6 +18,8 @@ import (
 
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
+
+	"ballast/config"
 )
 
 // fakeH2 is an HTTP/2 backend written frame by frame (x/net's Framer), for what a real server
@@ -268,9 +270,15 @@ func TestH2BackendZeroWindow(t *testing.T) {
 // a download the client digests, and (HTTP/2 clients: full duplex) an echo streaming both
 // ways at once, all within the windows.
 func TestH2BackendLarge(t *testing.T) {
+	for _, kind := range []string{config.BackendH2C, config.BackendH2} {
+		t.Run(kind, func(t *testing.T) { testH2BackendLarge(t, kind) })
+	}
+}
+
+func testH2BackendLarge(t *testing.T, kind string) {
 	const size = 64 << 20
 	chunk := bytes.Repeat([]byte("0123456789abcdef"), 4096)
-	addr, _ := h2cBackend(t, func(w http.ResponseWriter, r *http.Request) {
+	h := func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case "/up":
 			h := sha256.New()
@@ -287,8 +295,15 @@ func TestH2BackendLarge(t *testing.T) {
 			w.(http.Flusher).Flush()
 			_, _ = io.Copy(w, r.Body)
 		}
-	}, nil)
-	te, _ := h2cEngine(t, testConfig(h2cPool("p", addr)), nil)
+	}
+	var pool config.Pool
+	if kind == config.BackendH2 {
+		pool = h2TLSPool("p", newTLSBackend(t, h, nil))
+	} else {
+		addr, _ := h2cBackend(t, h, nil)
+		pool = h2cPool("p", addr)
+	}
+	te, _ := h2cEngine(t, testConfig(pool), nil)
 	want := sha256.New()
 	for sent := 0; sent < size; sent += len(chunk) {
 		want.Write(chunk)

@@ -4,32 +4,55 @@ package h1
 
 import (
 	"context"
+	"crypto/tls"
 	"net"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/interop"
 	testgrpc "google.golang.org/grpc/interop/grpc_testing"
+
+	"ballast/config"
+	"ballast/internal/testcert"
 )
 
 // grpc-go's interop client runs the standard cases through the shards (an h2c listener) to
 // grpc-go's interop server behind a pool with protocol h2c: unary, client, server and
 // bidirectional streaming (ping_pong: each request message answered before the next is
 // sent, the request body going on after the response head), cancellations, deadlines,
-// statuses and metadata in headers and trailers. A failing case ends the test binary (the
+// statuses and metadata in headers and trailers; and the same to a pool with protocol h2
+// (grpc-go's server over TLS, ALPN h2, its certificate verified). A failing case ends the test binary (the
 // interop package calls log.Fatal).
 func TestH2BackendGRPCInterop(t *testing.T) {
+	for _, kind := range []string{config.BackendH2C, config.BackendH2} {
+		t.Run(kind, func(t *testing.T) { testH2BackendGRPCInterop(t, kind) })
+	}
+}
+
+func testH2BackendGRPCInterop(t *testing.T, kind string) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	gs := grpc.NewServer()
+	var opts []grpc.ServerOption
+	pool := h2cPool("grpc", ln.Addr().String())
+	if kind == config.BackendH2 { // grpc-go over TLS: it insists on ALPN h2
+		certFile, keyFile := testcert.Write(t, t.TempDir(), "grpc", 1, "backend.test")
+		kp, err := tls.LoadX509KeyPair(certFile, keyFile)
+		if err != nil {
+			t.Fatal(err)
+		}
+		opts = append(opts, grpc.Creds(credentials.NewServerTLSFromCert(&kp)))
+		pool.Protocol, pool.TLS = config.BackendH2, &config.BackendTLS{CA: certFile, ServerName: "backend.test"}
+	}
+	gs := grpc.NewServer(opts...)
 	testgrpc.RegisterTestServiceServer(gs, interop.NewTestServer())
 	go func() { _ = gs.Serve(ln) }()
 	t.Cleanup(gs.Stop)
-	te, _ := h2cEngine(t, testConfig(h2cPool("grpc", ln.Addr().String())), nil)
+	te, _ := h2cEngine(t, testConfig(pool), nil)
 	conn, err := grpc.NewClient("passthrough:///"+te.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)

@@ -74,18 +74,39 @@ func h2cPool(name string, addrs ...string) config.Pool {
 // for h2c clients (the same cases over both): bodies with and without a length, request
 // trailers, HEAD, response trailers (grpc-status) as chunked trailers to HTTP/1.1 and as
 // trailing HEADERS to HTTP/2, a response larger than the stream window, the core's 502.
+// The same cases run against a pool with protocol h2 (HTTP/2 over TLS, ALPN h2, verified).
 func TestH2Backend(t *testing.T) {
+	for _, kind := range []string{config.BackendH2C, config.BackendH2} {
+		t.Run(kind, func(t *testing.T) { testH2Backend(t, kind) })
+	}
+}
+
+func testH2Backend(t *testing.T, kind string) {
 	var conns atomic.Int64
-	addr, _ := h2cBackend(t, func(w http.ResponseWriter, r *http.Request) {
+	h := func(w http.ResponseWriter, r *http.Request) {
 		if r.ProtoMajor != 2 {
 			http.Error(w, "not HTTP/2: "+r.Proto, http.StatusHTTPVersionNotSupported)
 			return
 		}
+		if (r.TLS != nil) != (kind == config.BackendH2) {
+			http.Error(w, "TLS where it should not be, or none where it should", http.StatusMisdirectedRequest)
+			return
+		}
 		echoHandler(w, r)
-	}, &conns)
-	cfg := testConfig(h2cPool("p", addr))
+	}
+	var pool config.Pool
+	connsp := &conns
+	if kind == config.BackendH2 {
+		be := newTLSBackend(t, h, nil)
+		pool, connsp = h2TLSPool("p", be), &be.conns
+	} else {
+		addr, _ := h2cBackend(t, h, &conns)
+		pool = h2cPool("p", addr)
+	}
+	cfg := testConfig(pool)
 	cfg.Routes = append([]config.Route{{PathPrefix: "/none/", Pool: "down"}}, cfg.Routes...)
 	down := h2cPool("down", "127.0.0.1:1")
+	down.Protocol, down.TLS = kind, pool.TLS
 	down.Retries.Attempts = 1
 	cfg.Pools = append(cfg.Pools, down)
 	tcfg := *cfg
@@ -177,8 +198,14 @@ func TestH2Backend(t *testing.T) {
 		t.Errorf("TLS engine: %d HTTP/2 backend streams", st.Streams)
 	}
 	st := te.H2BackendStats()
-	if st.Streams < 14 || st.Connects < 1 || conns.Load() < 1 || conns.Load() > int64(len(te.shards))*h2bMaxConns {
-		t.Errorf("streams %d, connects %d, backend connections %d: want every request on a few multiplexed connections", st.Streams, st.Connects, conns.Load())
+	n := connsp.Load()
+	if st.Streams < 14 || st.Connects < 1 || n < 1 || n > 2*int64(len(te.shards))*h2bMaxConns {
+		t.Errorf("streams %d, connects %d, backend connections %d: want every request on a few multiplexed connections", st.Streams, st.Connects, n)
+	}
+	if kind == config.BackendH2 {
+		if st := te.Stats(); st.BackendTLS < 1 || st.BackendTLS > int64(n) || st.BackendTLSFailures != 0 {
+			t.Errorf("handshakes %d, failures %d, for %d backend connections", st.BackendTLS, st.BackendTLSFailures, n)
+		}
 	}
 }
 

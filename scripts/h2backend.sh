@@ -9,7 +9,11 @@
 # `flock /work/notes/bench.lock`. The HTTP/1.1 row has no comparison: main's fasthttp plane
 # speaks HTTP/1.1 to h2c pools, which these h2c-only backends refuse (nan), and HAProxy's
 # answers to h2load --h1 through its h2 servers count as failed here (nan; curl gets them).
+# TLS=1: the backends speak HTTP/2 over TLS instead (nginx `ssl http2`, a self-signed
+# certificate; Ballast's pool `protocol: h2` with insecure_skip_verify, HAProxy's servers
+# `ssl verify none alpn h2`); BALLAST_BIN2 is then, say, a build where h2proxy serves h2 pools.
 set -u
+TLS=${TLS:-0}
 BIN=$(readlink -f "$1"); REPS=${2:-5}; N=${3:-40000}; BIN2=${4:+$(readlink -f "$4")}
 shared=${PEERS_SHARED:-$(cd "$(dirname "$0")/.." && pwd)/../shared/tools/peers}
 for c in haproxy nginx h2load curl python3; do command -v $c >/dev/null || { echo "missing $c"; exit 2; }; done
@@ -17,7 +21,15 @@ echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)"
 w=$(mktemp -d); bp=; hp=; lp=; lp2=
 chmod 755 "$w"
 trap 'kill $bp $hp $lp $lp2 2>/dev/null; wait 2>/dev/null; rm -rf "$w"' EXIT
-mkdir -p "$w/html" "$w/tmp"; printf '<html><body><h1>It works!</h1></body></html>' | head -c 44 >"$w/html/index.html"
+mkdir -p "$w/html" "$w/tmp"
+bssl= hssl= bproto=h2c btls= sslconf=
+if [ "$TLS" = 1 ]; then
+  openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 -subj /CN=backend.test \
+    -keyout "$w/key.pem" -out "$w/cert.pem" 2>/dev/null || { echo "openssl failed"; exit 2; }
+  bssl=" ssl"; hssl=" ssl verify none alpn h2"; bproto=h2; btls="tls: {insecure_skip_verify: true}"
+  sslconf="ssl_certificate $w/cert.pem; ssl_certificate_key $w/key.pem; ssl_session_cache shared:SSL:1m;"
+fi
+printf '<html><body><h1>It works!</h1></body></html>' | head -c 44 >"$w/html/index.html"
 
 cat >"$w/nginx.conf" <<CFG
 worker_processes 1;
@@ -38,8 +50,9 @@ http {
     fastcgi_temp_path tmp/fastcgi;
     uwsgi_temp_path tmp/uwsgi;
     scgi_temp_path tmp/scgi;
-    server { listen 127.0.0.1:28381 http2; root html; }
-    server { listen 127.0.0.1:28382 http2; root html; }
+    $sslconf
+    server { listen 127.0.0.1:28381$bssl http2; root html; }
+    server { listen 127.0.0.1:28382$bssl http2; root html; }
 }
 CFG
 nginx -p "$w/" -c "$w/nginx.conf" -e stderr >"$w/nginx.log" 2>&1 & bp=$!
@@ -64,8 +77,8 @@ frontend h1
 backend be
     balance roundrobin
     http-reuse always
-    server s1 127.0.0.1:28381 proto h2
-    server s2 127.0.0.1:28382 proto h2
+    server s1 127.0.0.1:28381 proto h2$hssl
+    server s2 127.0.0.1:28382 proto h2$hssl
 CFG
 haproxy -f "$w/haproxy.cfg" -db >"$w/haproxy.log" 2>&1 & hp=$!
 
@@ -75,15 +88,20 @@ listeners:
   - {name: h1, address: "127.0.0.1:28394"}
 pools:
   - name: be
-    protocol: h2c
+    protocol: $bproto
     backends: [{address: "127.0.0.1:28381"}, {address: "127.0.0.1:28382"}]
+    $btls
 CFG
 "$BIN" serve -c "$w/ballast.yaml" >"$w/ballast.log" 2>&1 & lp=$!
 if [ -n "$BIN2" ]; then
   sed -e 's/28393/28395/; s/28394/28396/' "$w/ballast.yaml" >"$w/ballast2.yaml"
   "$BIN2" serve -c "$w/ballast2.yaml" >"$w/ballast2.log" 2>&1 & lp2=$!
 fi
-for port in 28381 28382 28391 28393 ${BIN2:+28395}; do
+bscheme=http; [ "$TLS" = 1 ] && bscheme=https
+for port in 28381 28382; do
+  for i in $(seq 1 100); do curl -sk --http2-prior-knowledge -o /dev/null "$bscheme://127.0.0.1:$port/" && break; sleep 0.1; done
+done
+for port in 28391 28393 ${BIN2:+28395}; do
   for i in $(seq 1 100); do curl -s --http2-prior-knowledge -o /dev/null "http://127.0.0.1:$port/" && break; sleep 0.1; done
 done
 for port in 28392 28394 ${BIN2:+28396}; do

@@ -6,10 +6,10 @@
 //
 // A Plane serves some of the configured listeners with the pools the server owns: the HTTP
 // plane the http listeners (the HTTP core, package httpcore, and its HTTP/1 engines, the
-// event-loop one, h1, which also serves HTTP/2 on its shards, and httpproxy for the
-// configurations h1 does not serve yet, h1plane.go; the HTTP/2 plane is the HTTP/2 engine,
-// h2proxy, over the same core, fed by the fronts of those configurations' TLS and h2c
-// listeners, tlsfront.go), the L4 plane (package l4: one TCP proxy per tcp
+// event-loop one, h1, which also serves HTTP/2 on its shards and every configuration on
+// Linux, and httpproxy where h1 does not exist, h1plane.go; the HTTP/2 plane is the HTTP/2
+// engine, h2proxy, over the same core, fed by the fronts of TLS and h2c listeners there,
+// tlsfront.go), the L4 plane (package l4: one TCP proxy per tcp
 // listener, one UDP proxy per udp listener) the others. The server binds each listener's socket
 // (a stream listener, or a *net.UDPConn for udp: Socket), gives each plane every configuration
 // (Swap, first before any Serve, then on each reload) and each of its sockets by listener name

@@ -10,25 +10,20 @@ import (
 	"ballast/httpcore"
 )
 
-// Plain-HTTP listeners, h2c listeners (HTTP/2 with prior knowledge and HTTP/1.1 on the
-// shards, the first bytes deciding) and TLS listeners (HTTP/1.1 and ALPN h2 on the shards;
-// with accept_proxy the PROXY header read on the shard before the handshake) are served by
-// the event-loop engine (package h1); the fasthttp plane (package httpproxy) serves every
-// listener of a configuration that reaches backends over HTTP/2 with TLS (protocol h2), which
-// the engine does not do yet (their TLS and h2c listeners stay on the fronts, HTTP/2 on
-// h2proxy). Both serve from the same HTTP core (routes, policy, the access log, counters).
-// engineServes is the one place the choice is made; off Linux the engine does not exist and
-// fasthttp serves everything.
+// Every HTTP listener is served by the event-loop engine (package h1): plain HTTP, h2c
+// listeners (HTTP/2 with prior knowledge and HTTP/1.1 on the shards, the first bytes
+// deciding) and TLS listeners (HTTP/1.1 and ALPN h2 on the shards; with accept_proxy the
+// PROXY header read on the shard before the handshake), to backends over HTTP/1.1, TLS,
+// h2c and h2 (HTTP/2 over TLS). Off Linux the engine does not exist and the fasthttp plane
+// (package httpproxy, HTTP/2 on h2proxy) serves everything, from the same HTTP core
+// (routes, policy, the access log, counters). engineServes is the one place the choice is
+// made.
 
-// engineServes reports whether the engine serves listener name of cfg.
+// engineServes reports whether the engine serves listener name of cfg: every listener cfg
+// has.
 func engineServes(cfg *config.Config, name string) bool {
 	if cfg == nil {
 		return false
-	}
-	for _, pc := range cfg.Pools {
-		if pc.Protocol == "h2" { // tls (http1): backendtls.go; h2c: the shards' HTTP/2 backends (h1/h2backend.go)
-			return false
-		}
 	}
 	for _, l := range cfg.Listeners {
 		if l.Name == name {
