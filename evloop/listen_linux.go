@@ -37,19 +37,17 @@ type acceptor struct {
 	l      *Listener
 	s      *Shard
 	fn     AcceptFunc
-	ctl    func(fd uintptr) // acceptOne, run under rc.Control
+	ctl    func(fd uintptr) // the accept batch, run under rc.Control
 	paused bool
 	gone   bool // the listener was closed: nothing more to accept
 	err    syscall.Errno
 	timer  Timer
 }
 
-// A shard accepts one connection per report of the listening socket rather than looping
-// until accept4 finds the queue empty: that empty accept4 costs more than a look at the set
-// (the kernel allocates the new socket before it looks), and the socket is level-triggered,
-// so the shard's next look, which follows at once (Shard.serve), reports it again while
-// connections wait. Connections already open are served between accepts, so a flood of new
-// ones does not starve them.
+// acceptBatch bounds the connections one wake-up of a shard accepts, so that connections
+// already open are not starved by a flood of new ones; the set is level-triggered, so the
+// rest wake it again.
+const acceptBatch = 32
 
 // acceptPause is how long a shard stops accepting after accept4 failed for want of
 // descriptors or memory (the listener would otherwise be reported ready at once, again).
@@ -67,7 +65,7 @@ func (g *Group) Listen(ln syscall.Conn, fn AcceptFunc) (*Listener, error) {
 	errs := make(chan error, len(g.shards))
 	for _, s := range g.shards {
 		a := &acceptor{l: l, s: s, fn: fn}
-		a.ctl = a.acceptOne
+		a.ctl = a.acceptBatch
 		a.timer.Init(a)
 		l.accs = append(l.accs, a)
 		s.Post(taskFunc(func(s *Shard) { errs <- a.register() }))
@@ -101,7 +99,7 @@ func (a *acceptor) register() error {
 		s.slab = append(s.slab, slabEntry{})
 	}
 	e := &s.slab[id]
-	e.h, e.f, e.level = a, &a.FD, true
+	e.h, e.f = a, &a.FD
 	a.id, a.gen, a.FD.s = id, e.gen, s
 	if err := a.ctlListener(syscall.EPOLL_CTL_ADD); err != nil {
 		s.forget(&a.FD)
@@ -128,7 +126,7 @@ func (a *acceptor) ctlListener(op int) error {
 	return err
 }
 
-// Event accepts a connection.
+// Event accepts a batch of connections.
 func (a *acceptor) Event(Events) {
 	if a.paused || a.gone {
 		return
@@ -148,9 +146,8 @@ func (a *acceptor) Event(Events) {
 	}
 }
 
-// acceptOne accepts one connection, if one waits.
-func (a *acceptor) acceptOne(lfd uintptr) {
-	for {
+func (a *acceptor) acceptBatch(lfd uintptr) {
+	for range acceptBatch {
 		var sa syscall.RawSockaddrAny
 		l := uint32(unsafe.Sizeof(sa))
 		r, _, e := syscall.RawSyscall6(syscall.SYS_ACCEPT4, lfd, uintptr(unsafe.Pointer(&sa)),
@@ -169,7 +166,6 @@ func (a *acceptor) acceptOne(lfd uintptr) {
 		sockio.SetNoDelay(fd)
 		a.l.Accepted.Add(1)
 		a.fn(a.s, fd, sockio.PeerAddrPort(&sa))
-		return
 	}
 }
 
