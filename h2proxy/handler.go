@@ -57,7 +57,7 @@ func (cs *connState) begin(w http.ResponseWriter, r *http.Request) (*exchange, u
 		return nil, 0
 	}
 	e := exchangePool.Get().(*exchange)
-	e.cs, e.w, e.r, e.grpc, e.start = cs, w, r, isGRPC(r), time.Now()
+	e.cs, e.w, e.r, e.grpc, e.start = cs, w, r, httpcore.IsGRPC(r.Header.Get("Content-Type")), time.Now()
 	e.req.init(r, cs.local)
 	cx := &e.core
 	cx.Begin(t, l, &e.req, httpcore.Conn{Peer: cs.client, TLS: cs.tls, HTTP2: true})
@@ -87,7 +87,7 @@ func (cs *connState) begin(w http.ResponseWriter, r *http.Request) (*exchange, u
 	key := e.pool.Key(&e.req, cx.Client())
 	e.ctx = r.Context()
 	if e.grpc {
-		if d, ok := grpcTimeout(r.Header.Get("Grpc-Timeout")); ok {
+		if d, ok := httpcore.GRPCTimeout(r.Header.Get("Grpc-Timeout")); ok {
 			e.ctx, e.cancel = context.WithTimeout(e.ctx, d)
 			e.deadline = true
 		}
@@ -411,12 +411,12 @@ func (e *exchange) deliver(b *upstream.Backend, status int, cl int64, body io.Re
 		}
 		if e.grpc {
 			// The stream ends with a gRPC status instead of a reset: the client sees why.
-			code := grpcUnavailable
+			code := httpcore.GRPCUnavailable
 			if e.deadlinePassed() {
-				code = grpcDeadlineExceeded
+				code = httpcore.GRPCDeadlineExceeded
 			}
 			h.Set(http.TrailerPrefix+"Grpc-Status", code)
-			h.Set(http.TrailerPrefix+"Grpc-Message", grpcMessage("backend stream broken: "+broken.Error()))
+			h.Set(http.TrailerPrefix+"Grpc-Message", httpcore.GRPCMessage("backend stream broken: "+broken.Error()))
 			return
 		}
 		panic(http.ErrAbortHandler) // resets the client stream: the body is incomplete
@@ -470,8 +470,8 @@ func (e *exchange) reply(d *httpcore.Done) {
 	h := e.w.Header()
 	if e.grpc {
 		h.Set("Content-Type", "application/grpc")
-		h.Set("Grpc-Status", grpcCode(rp.Status))
-		h.Set("Grpc-Message", grpcMessage(strings.TrimSpace(string(rp.Body))))
+		h.Set("Grpc-Status", httpcore.GRPCCode(rp.Status))
+		h.Set("Grpc-Message", httpcore.GRPCMessage(strings.TrimSpace(string(rp.Body))))
 		e.w.WriteHeader(http.StatusOK)
 	} else {
 		if len(rp.ContentType) > 0 {

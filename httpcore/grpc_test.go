@@ -1,4 +1,4 @@
-package h2proxy
+package httpcore
 
 import (
 	"testing"
@@ -28,9 +28,9 @@ func TestGRPCTimeoutParse(t *testing.T) {
 		{"+1S", 0, false},
 	}
 	for _, tt := range tests {
-		got, ok := grpcTimeout(tt.in)
+		got, ok := GRPCTimeout(tt.in)
 		if ok != tt.ok || got != tt.want {
-			t.Errorf("grpcTimeout(%q) = %v, %v; want %v, %v", tt.in, got, ok, tt.want, tt.ok)
+			t.Errorf("GRPCTimeout(%q) = %v, %v; want %v, %v", tt.in, got, ok, tt.want, tt.ok)
 		}
 	}
 }
@@ -40,18 +40,18 @@ func FuzzGRPCTimeout(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		d, ok := grpcTimeout(s)
+		d, ok := GRPCTimeout(s)
 		if !ok {
 			return
 		}
 		if d < 0 || len(s) > 9 {
-			t.Errorf("grpcTimeout(%q) accepted %v", s, d)
+			t.Errorf("GRPCTimeout(%q) accepted %v", s, d)
 		}
 	})
 }
 
 func TestGRPCMessageEncoding(t *testing.T) {
-	if got := grpcMessage("a b%c\n\xff"); got != "a b%25c%0A%FF" {
+	if got := GRPCMessage("a b%c\n\xff"); got != "a b%25c%0A%FF" {
 		t.Errorf("got %q", got)
 	}
 }
