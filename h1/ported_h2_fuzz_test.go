@@ -191,4 +191,3 @@ func fieldOf(raw []byte, name string) (value string, n int) {
 	}
 	return value, n
 }
-

@@ -6,8 +6,8 @@ package h1
 
 import (
 	"bytes"
-	"crypto/tls"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -24,7 +24,6 @@ import (
 	"golang.org/x/net/http2/hpack"
 
 	"ballast/internal/testcert"
-
 )
 
 // rawH2 is a client connection driven frame by frame.
