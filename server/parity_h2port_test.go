@@ -2,8 +2,11 @@ package server_test
 
 import (
 	"fmt"
+	"io"
+	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/net/http2"
 )
@@ -156,4 +159,59 @@ func TestParityH2Settings(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestParityMetrics: requests over every transport are counted in the same metrics on the
+// admin listener's /metrics, responses by class per backend and retries per pool (h2proxy's
+// TestMetricsCountBothPlanes, which scraped them after HTTP/2 and HTTP/1.1 requests on an h2c
+// listener; h1's port of it reads the core's counters): roundrobin starts at a refusing
+// backend, so the first request is retried on the live one.
+func TestParityMetrics(t *testing.T) {
+	for _, tr := range transports {
+		t.Run(tr.name, func(t *testing.T) {
+			t.Parallel()
+			env := startParity(t, "", `
+admin: {address: "127.0.0.1:0"}
+routes: [{pool: p}]
+pools: [{name: p, balancer: roundrobin, retries: {attempts: 2}, backends: [{address: "{DEAD}", name: dead}, {address: "{B0}", name: live}]}]
+`, []*rawBackend{newRawBackend(t)})
+			addr := env.srv.Addr(tr.listener).String()
+			for i := range 3 {
+				if got := do(t, tr, addr, preq{}); got.status != 200 {
+					t.Fatalf("request %d: %d, want 200", i, got.status)
+				}
+			}
+			const want = `ballast_backend_responses_total{backend="live",class="2xx",pool="p"} 3`
+			var metrics string
+			for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+				resp, err := http.Get("http://" + env.srv.AdminAddr() + "/metrics")
+				if err != nil {
+					t.Fatal(err)
+				}
+				b, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				metrics = string(b)
+				if strings.Contains(metrics, want) || time.Now().After(deadline) {
+					break
+				}
+			}
+			if !strings.Contains(metrics, want) {
+				t.Errorf("want %s in:\n%s", want, grepLines(metrics, "responses_total"))
+			}
+			if !strings.Contains(metrics, `ballast_pool_retries_total{pool="p"} `) || strings.Contains(metrics, `ballast_pool_retries_total{pool="p"} 0`) {
+				t.Errorf("the retry after the refused connect not counted:\n%s", grepLines(metrics, "retries_total"))
+			}
+		})
+	}
+}
+
+// grepLines is the lines of s that contain sub.
+func grepLines(s, sub string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
 }
