@@ -38,7 +38,7 @@ func grpcReq(target, timeout string) preq {
 // (h1/ported_h2_*_test.go has the rest, on the engine alone): how each way an HTTP/1.1
 // backend's response can be framed reaches the client (TestHTTP1BackendExchange), a head over
 // max_header_bytes and a malformed HTTP/2 request refused and logged (TestH2HeaderListTooLarge,
-// TestRefusedRequestsLogged), and gRPC calls that Ballast answers itself
+// TestRefusedRequestsLogged), a Cookie field as sent (found by h1's FuzzH2Request1), and gRPC calls that Ballast answers itself
 // (TestGRPCFailureStatuses: no backend 14, no route 12, the grpc-timeout passing 4 with the
 // backend's request cancelled). TestParity runs them with parityCases.
 var h2portCases = []parityCase{
@@ -75,6 +75,15 @@ pools:
 				header: map[string]string{"Set-Cookie": "a=1; Path=/, b=2", "X-Custom": "v", "Keep-Alive": "", "Connection": ""}}},
 			{req: preq{target: "/bad"}, want: pwant{status: 502, body: "~^ballast: bad response from backend", reach: "B4", term: "PH", pool: "bad"}},
 		},
+	},
+	{
+		// FuzzH2Request1 found fasthttp writing its parse of the pairs instead (h1's
+		// TestCookieForwardedAsSent).
+		name: "Cookie forwarded as sent",
+		yaml: routeWith(""),
+		steps: []step{{req: preq{header: [][2]string{{"Cookie", `a="b; =x;;c=1; "`}}}, want: pwant{
+			status: 200, reach: "B0", term: "--", pool: "p", seen: map[string]string{"Cookie": `a="b; =x;;c=1; "`},
+		}}},
 	},
 	{
 		name:     "head over max_header_bytes in fields that each fit: 431",
