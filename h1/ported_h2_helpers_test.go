@@ -216,13 +216,6 @@ func (ye *yamlEngine) Shutdown(ctx context.Context) error {
 	return err
 }
 
-// pool is the running pool named name.
-func (ye *yamlEngine) pool(name string) *upstream.Pool {
-	ye.mu.Lock()
-	defer ye.mu.Unlock()
-	return ye.pools[name]
-}
-
 // xh2c is an HTTP/2 client with prior knowledge (cleartext) on x/net's Transport (h2proxy's
 // h2c).
 func xh2c() *http.Client {
