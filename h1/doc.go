@@ -33,8 +33,11 @@
 // two parsers could read differently (request smuggling: Content-Length with
 // Transfer-Encoding, repeated or malformed lengths, codings other than chunked, obs-fold,
 // field names that are not tokens, control bytes, bare LF ends of the head, a missing or
-// repeated Host, targets that are not origin-, absolute- or asterisk-form); fasthttp's
-// RequestHeader parses the accepted head, and the forwarded head is written from it. Bytes
+// repeated Host, targets that are not origin-, absolute- or asterisk-form; the same pass
+// notes the fields the core needs to know of, httpcore.Scan); fasthttp's RequestHeader parses
+// the accepted head, and the forwarded head is written from it. Cookies are read from the raw
+// Cookie fields (message.go), never parsed into fasthttp's pairs, which it would write
+// instead: a client's Cookie field reaches the backend as it was sent. Bytes
 // after the head (a body, a pipelined request) are copied to the connection's own buffer,
 // because the shard's is reused by the next read. HTTP semantics are package httpcore's: the
 // engine calls an httpcore.Exchange's steps on its views of the heads (message.go): Begin,

@@ -156,9 +156,8 @@ func (ex *exchange) start(r *reqHead) {
 	ps := route.Pool()
 	ex.ps = ps
 	rh.SetNoDefaultContentType(true) // forward what the client sent: no Content-Type added
-	for k := range rh.All() {
-		ex.scan.Note(k)
-	}
+	// checkRequest's note of the fields (a pass over rh.All() would make fasthttp rewrite Cookie)
+	ex.scan = r.scan
 	rh.ResetConnectionClose() // the backend connection stays open whatever the client does
 	if len(rh.Host()) > 0 && r.http10 {
 		// Sent as HTTP/1.1 (it has a Host), an HTTP/1.0 request keeps the pooled connection.

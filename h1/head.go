@@ -132,6 +132,10 @@ type reqHead struct {
 	connUpgrade    bool   // Connection: upgrade
 	upgrade        bool   // an Upgrade field
 	expect100      bool   // Expect: 100-continue
+	// scan is the core's note of the fields (hop-by-hop ones, forwarding ones), taken in the
+	// same pass (a pass over fasthttp's fields would make it parse Cookie into pairs, which
+	// it then writes instead of the client's field).
+	scan httpcore.Scan
 }
 
 // hasBody reports whether the request has a body to read.
@@ -260,6 +264,7 @@ func (r *reqHead) scanFields(b []byte) verdict {
 				return headBadName // NUL, bare CR and other control bytes
 			}
 		}
+		r.scan.Note(name)
 		switch {
 		case httpcore.LowerEqualFold(name, "content-length"):
 			cls++

@@ -37,7 +37,17 @@ func (m *reqMsg) Host() []byte           { return m.h.Host() }
 func (m *reqMsg) Target() []byte         { return m.h.RequestURI() }
 func (m *reqMsg) SetTarget(t []byte)     { m.h.SetRequestURIBytes(t) }
 func (m *reqMsg) Proto() []byte          { return m.proto }
-func (m *reqMsg) Cookie(n []byte) []byte { return m.h.CookieBytes(n) }
+
+// Cookie reads the raw Cookie fields: fasthttp's CookieBytes would parse them into pairs,
+// which AppendBytes then writes to the backend instead of the fields the client sent.
+func (m *reqMsg) Cookie(n []byte) []byte {
+	for _, f := range m.h.PeekAll(fasthttp.HeaderCookie) {
+		if v := httpcore.CookieValue(f, n); v != nil {
+			return v
+		}
+	}
+	return nil
+}
 
 func (m *reqMsg) ContentLength() int64 {
 	switch cl := m.h.ContentLength(); {

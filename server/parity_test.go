@@ -630,7 +630,7 @@ routes:
 }
 
 func TestParity(t *testing.T) {
-	for _, pc := range append(parityCases[:len(parityCases):len(parityCases)], portedCases...) {
+	for _, pc := range append(append(parityCases[:len(parityCases):len(parityCases)], portedCases...), h2portCases...) {
 		t.Run(strings.ReplaceAll(pc.name, " ", "_"), func(t *testing.T) {
 			t.Parallel()
 			results := map[string][]recorded{}
