@@ -37,6 +37,6 @@ func TestRequestHeadConformance(t *testing.T) {
 		t.Run(name, func(t *testing.T) { h1conformance.Run(t, tp.exchangeRaw, rb, false) })
 	}
 	rb := h1conformance.NewRawBackend(t)
-	tp := startTLSEngine(t, conformanceConfig(rb.Addr()), nil)
+	tp := startTLSEngine(t, conformanceConfig(rb.Addr()))
 	t.Run("tls", func(t *testing.T) { h1conformance.Run(t, tp.exchangeRaw, rb, true) })
 }

@@ -62,11 +62,7 @@ type httpPlane struct {
 func newHTTPPlane(logger *slog.Logger) *httpPlane {
 	core := httpcore.New(logger)
 	h1 := httpproxy.New(core, logger)
-	p := &httpPlane{logger: logger, core: core, proxy: h1, h2: h2proxy.New(core, h1, logger), engine: newEngine(core, logger), down: make(chan struct{})}
-	if p.engine != nil { // h2c on the engine: the HTTP/2 plane's limits and counters
-		p.engine.SetHTTP2(p.h2.MuxConfig, p.h2.Counters())
-	}
-	return p
+	return &httpPlane{logger: logger, core: core, proxy: h1, h2: h2proxy.New(core, h1, logger), engine: newEngine(core, logger), down: make(chan struct{})}
 }
 
 func (p *httpPlane) Name() string { return "http" }
@@ -150,7 +146,7 @@ func (p *httpPlane) Serve(listener string, sock Socket) error {
 	if p.engine != nil && engineServes(p.cfg, listener) { // it reads PROXY headers itself
 		p.mu.Unlock()
 		if cfg := p.fronts.tlsConfig(listener); cfg != nil {
-			return p.engine.ServeTLS(listener, ln, cfg, func(c net.Conn) { p.h2.ServeConn(listener, c, true) }, p.fronts.busy.add)
+			return p.engine.ServeTLS(listener, ln, cfg)
 		}
 		return p.engine.Serve(listener, ln) // an h2c one's HTTP/2 and HTTP/1.1 both on the shards
 	}
