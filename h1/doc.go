@@ -12,9 +12,9 @@
 // shards accept from it with raw accept4); Shutdown stops accepting, closes idle connections
 // and waits for the requests in flight; Stats reports what the engine counts (responses by
 // class, retries and hedges are the core's), HTTP2Counters what its HTTP/2 connections count
-// (package admin shows both on /metrics). Package server serves every listener of every configuration with
-// it on Linux (server/h1plane.go; the fasthttp plane serves only where the engine does not
-// exist).
+// (package admin shows both on /metrics). Package server serves every HTTP listener with it
+// (server/plane.go). The engine needs Linux (epoll): elsewhere New fails, and a configuration
+// with an HTTP listener is refused.
 //
 // # A request's path
 //

@@ -14,15 +14,18 @@ import (
 	"ballast/proxyproto"
 )
 
-// Off Linux the engine is not available (it runs on evloop's epoll shards): New fails.
+// Off Linux the engine is not available (it runs on evloop's epoll shards): New fails, and
+// package server refuses a configuration with an HTTP listener with this error.
 
 type Engine struct{}
 
 type backendConn struct{}
 
 func New(core *httpcore.Core, logger *slog.Logger) (*Engine, error) {
-	return nil, errors.ErrUnsupported
+	return nil, errNoEpoll
 }
+
+var errNoEpoll = errors.New("the HTTP engine needs Linux (epoll)")
 
 func (e *Engine) Serve(name string, ln net.Listener) error { return errors.ErrUnsupported }
 func (e *Engine) ServeTLS(name string, ln net.Listener, cfg *tls.Config) error {
