@@ -16,9 +16,9 @@ import (
 	"time"
 
 	"ballast/config"
+	"ballast/h1"
 	"ballast/health"
 	"ballast/httpcore"
-	"ballast/httpproxy"
 	"ballast/upstream"
 )
 
@@ -68,8 +68,7 @@ func (b *testBackend) start(t *testing.T) {
 		code := int(b.status.Load())
 		w.WriteHeader(code)
 		if code >= 500 {
-			// Errors go out chunked. httpproxy's failed() reads the status of the streamed
-			// response only, so a small buffered 5xx is not counted as a failure (reported).
+			// Errors go out chunked (streamed), as a failing application's often do.
 			w.(http.Flusher).Flush()
 		}
 		fmt.Fprint(w, b.name)
@@ -91,7 +90,7 @@ func (b *testBackend) stop() {
 	}
 }
 
-// stack is a proxy, its pools and a Plane with its admin listener, all on 127.0.0.1.
+// stack is a proxy (the event-loop engine), its pools and a Plane with its admin listener, all on 127.0.0.1.
 type stack struct {
 	plane *Plane
 	proxy string // http://host:port of the proxy listener
@@ -139,7 +138,10 @@ func startStackAdmin(t *testing.T, admin config.Admin, pcs ...config.Pool) *stac
 		pools[pc.Name] = p
 	}
 	core := httpcore.New(nil)
-	px := httpproxy.New(core, nil)
+	px, err := h1.New(core, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := core.Swap(cfg, pools); err != nil {
 		t.Fatal(err)
 	}

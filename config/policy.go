@@ -15,7 +15,7 @@ import (
 
 // Traffic policy: what an edge proxy does to a request besides routing it. Each part is
 // optional; a route or listener that sets none of it costs nothing on the request path
-// (httpproxy compiles a policy only for those that do).
+// (the HTTP core compiles a policy only for those that do).
 
 // ListenerPolicy is the part of a listener's configuration that applies to every request it
 // accepts, whatever the route.

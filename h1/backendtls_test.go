@@ -374,7 +374,7 @@ func TestBackendTLS64MiB(t *testing.T) {
 			cfg := testConfig(tlsPool(config.BackendTLS{CA: be.ca, ServerName: "backend.test"}, be.addr))
 			var te *testEngine
 			if overTLS {
-				te = startTLSEngine(t, cfg, nil)
+				te = startTLSEngine(t, cfg)
 			} else {
 				te = startEngine(t, cfg)
 			}

@@ -89,7 +89,7 @@ func Test64MiBBothWays(t *testing.T) {
 			cfg := testConfig(testPool("p", "roundrobin", bigBackend(t)))
 			var te *testEngine
 			if overTLS {
-				te = startTLSEngine(t, cfg, nil)
+				te = startTLSEngine(t, cfg)
 			} else {
 				te = startEngine(t, cfg)
 			}
@@ -174,7 +174,7 @@ func testSlowReaderStopsTheBackend(t *testing.T, overTLS bool) {
 	cfg := testConfig(testPool("p", "roundrobin", addr))
 	var te *testEngine
 	if overTLS {
-		te = startTLSEngine(t, cfg, nil)
+		te = startTLSEngine(t, cfg)
 	} else {
 		te = startEngine(t, cfg)
 	}

@@ -22,7 +22,7 @@ func conformanceConfig(addr string) *config.Config {
 
 // TestRequestHeadConformance drives each request head through a real listener to a raw
 // recording backend and checks the client's statuses and every byte the backend receives:
-// package httpproxy's table (the fasthttp plane's behaviour, which the engine keeps). The
+// the fasthttp plane's table (its behaviour, which the engine keeps). The
 // hedged configuration (hedge.delay set, never reached here) must forward the same bytes.
 func TestRequestHeadConformance(t *testing.T) {
 	for _, hedged := range []bool{false, true} {
@@ -37,6 +37,6 @@ func TestRequestHeadConformance(t *testing.T) {
 		t.Run(name, func(t *testing.T) { h1conformance.Run(t, tp.exchangeRaw, rb, false) })
 	}
 	rb := h1conformance.NewRawBackend(t)
-	tp := startTLSEngine(t, conformanceConfig(rb.Addr()), nil)
+	tp := startTLSEngine(t, conformanceConfig(rb.Addr()))
 	t.Run("tls", func(t *testing.T) { h1conformance.Run(t, tp.exchangeRaw, rb, true) })
 }

@@ -5,15 +5,16 @@
 // shard's goroutine without a hand-off.
 //
 // API: New builds an Engine over an httpcore.Core (before the core's first Swap: the engine
-// attaches its per-backend state through it, and reloads reach it the same way); SetHTTP2
-// gives it HTTP/2's settings and counters; Serve serves one socket as the configured listener
-// of that name (an h2c one too: the first bytes tell HTTP/2 from HTTP/1.1), ServeTLS a TLS one
-// (it must lend its descriptor: the shards accept from it with raw accept4); Shutdown stops
-// accepting, closes idle connections and waits for the requests in flight; Stats reports what
-// the engine counts (responses by class, retries and hedges are the core's; package admin
-// shows Stats on /metrics). Package server serves every listener of every configuration with
-// it on Linux (server/h1plane.go; the fasthttp plane serves only where the engine does not
-// exist).
+// attaches its per-backend state through it, and reloads reach it the same way), with the
+// limits of its HTTP/2 client connections (h2config.go; SetHTTP2 replaces them, for tests);
+// Serve serves one socket as the configured listener of that name (an h2c one too: the first
+// bytes tell HTTP/2 from HTTP/1.1), ServeTLS a TLS one (it must lend its descriptor: the
+// shards accept from it with raw accept4); Shutdown stops accepting, closes idle connections
+// and waits for the requests in flight; Stats reports what the engine counts (responses by
+// class, retries and hedges are the core's), HTTP2Counters what its HTTP/2 connections count
+// (package admin shows both on /metrics). Package server serves every HTTP listener with it
+// (server/plane.go). The engine needs Linux (epoll): elsewhere New fails, and a configuration
+// with an HTTP listener is refused.
 //
 // # A request's path
 //
@@ -114,8 +115,7 @@
 // whatever came after the PROXY header; at most maxHandshakes at once, more closed at once and
 // counted in Stats.TLSRefused), and the connection comes back to its shard, whose reads and
 // writes then go through crypto/tls (clientConn's Read, Write, Writev, ShutdownWrite keep the
-// socket's contract): HTTP/1.1 as on a plain listener, h2 by ALPN as on an h2c one (to the
-// HTTP/2 server given, blocking, when the engine has no HTTP/2 settings).
+// socket's contract): HTTP/1.1 as on a plain listener, h2 by ALPN as on an h2c one.
 //
 // HTTP/2 backends (pools with protocol h2c and h2, h2backend.go): per backend per shard a few
 // h2mux client Conns fed by the shard, each carrying many streams; a request's backendConn

@@ -52,19 +52,29 @@ type Engine struct {
 	// maxEncoders bounds the encoders each shard has in use (compress.go); tests lower it.
 	maxEncoders atomic.Int32
 
-	// HTTP/2 on h2c listeners (h2conn.go): the Conn's settings for a listener, and the
-	// counters every Conn adds to; nil h2config: h2c listeners are not the engine's.
+	// HTTP/2 client connections (h2c listeners, ALPN h2 on TLS ones; h2conn.go): the Conn
+	// settings of a listener's connections (muxConfig, h2config.go) and the counters every
+	// Conn adds to; fixed before Serve.
 	h2config   func(*config.Listener) h2mux.Config
 	h2counters *h2mux.Counters
 }
 
-// SetHTTP2 lets the engine serve HTTP/2 with prior knowledge on h2c listeners: cfg gives the
-// Conn settings (limits) of a listener's connections, counters the counters they add to (the
-// HTTP/2 plane's, so /metrics shows both). Called before Serve.
+// SetHTTP2 replaces the Conn settings of the engine's HTTP/2 client connections (New gives
+// them muxConfig's, h2config.go) and the counters they add to; tests lower limits with it.
+// Called before Serve.
 func (e *Engine) SetHTTP2(cfg func(*config.Listener) h2mux.Config, counters *h2mux.Counters) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.h2config, e.h2counters = cfg, counters
+}
+
+// HTTP2Counters are the counters of the engine's HTTP/2 client connections (h2mux.Counters:
+// streams, and what the limits refused), summed over every connection; package admin shows
+// them on /metrics (ballast_http2_*).
+func (e *Engine) HTTP2Counters() *h2mux.Counters {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.h2counters
 }
 
 // SetProxyTrust replaces the peers accept_proxy listeners take PROXY headers from (the
@@ -101,8 +111,7 @@ type listener struct {
 	proxy       bool           // accept_proxy: every connection starts with a PROXY header
 	tls         *tlsOpts       // a TLS listener's (tls.go); nil on a plain one
 	h2c         bool           // HTTP/2 with prior knowledge is served besides HTTP/1.1
-	h2tls       bool           // a TLS listener's ALPN h2 connections are served on the shards
-	h2          h2mux.Config   // the Conn settings of its HTTP/2 connections
+	h2          h2mux.Config   // the Conn settings of its HTTP/2 connections (h2c, TLS)
 	refused     atomic.Uint64  // connections refused for their PROXY header (or its sender)
 	views       []listenerView // by shard: the core's view of the listener, per table
 }
@@ -187,7 +196,7 @@ func New(core *httpcore.Core, logger *slog.Logger) (*Engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	e := &Engine{logger: logger, core: core, group: g, done: make(chan struct{})}
+	e := &Engine{logger: logger, core: core, group: g, done: make(chan struct{}), h2config: muxConfig, h2counters: new(h2mux.Counters)}
 	e.maxHandshakes.Store(maxHandshakes)
 	e.maxBackendHandshakes.Store(maxBackendHandshakes)
 	e.maxEncoders.Store(maxEncoders)
@@ -246,19 +255,18 @@ func (e *Engine) Stats() Stats {
 
 // Serve serves ln as the configured listener named listener until Shutdown (or until ln's
 // owner closes it), then returns nil. ln must lend its descriptor (syscall.Conn): the shards
-// accept from it with raw accept4(2). On an h2c listener (SetHTTP2 first) a connection's
-// first bytes decide: the HTTP/2 client preface makes it an HTTP/2 connection, a request line
-// an HTTP/1.1 one, both served on the shard that accepted it.
+// accept from it with raw accept4(2). On an h2c listener a connection's first bytes decide:
+// the HTTP/2 client preface makes it an HTTP/2 connection, a request line an HTTP/1.1 one,
+// both served on the shard that accepted it.
 func (e *Engine) Serve(name string, ln net.Listener) error { return e.serve(name, ln, nil) }
 
 // ServeTLS serves ln as the TLS listener named listener: handshakes with cfg (whose
-// GetConfigForClient may change the certificates while serving), HTTP/1.1 on the shards, and
-// the connections that negotiate h2 by ALPN handed to h2 (closed when h2 is nil). busy, when
-// not nil, hears +1 when a handshake starts and -1 when it failed or its connection was
-// handed on (to a shard or to h2). On an accept_proxy listener the PROXY header is read on
-// the shard first, and the handshake follows it.
-func (e *Engine) ServeTLS(name string, ln net.Listener, cfg *tls.Config, h2 func(net.Conn), busy func(delta int)) error {
-	return e.serve(name, ln, &tlsOpts{cfg: cfg, h2: h2, busy: busy})
+// GetConfigForClient may change the certificates while serving), then HTTP/1.1, or HTTP/2
+// when the client negotiated h2 by ALPN, on the shard that accepted the connection. On an
+// accept_proxy listener the PROXY header is read on the shard first, and the handshake
+// follows it.
+func (e *Engine) ServeTLS(name string, ln net.Listener, cfg *tls.Config) error {
+	return e.serve(name, ln, &tlsOpts{cfg: cfg})
 }
 
 func (e *Engine) serve(name string, ln net.Listener, tlsOpt *tlsOpts) error {
@@ -292,18 +300,9 @@ func (e *Engine) serve(name string, ln net.Listener, tlsOpt *tlsOpts) error {
 	}
 	l.maxHdr = min(l.maxHdr, evloop.ReadBufSize)
 	e.mu.Lock()
-	if lc.H2C {
-		if e.h2config == nil {
-			e.mu.Unlock()
-			return fmt.Errorf("h1: listener %q is h2c and the engine has no HTTP/2 settings", name)
-		}
-		l.h2c, l.h2 = true, e.h2config(lc)
-	}
-	if tlsOpt != nil && e.h2config != nil {
-		l.h2tls, l.h2 = true, e.h2config(lc)
-	}
-	if (l.h2c || l.h2tls) && e.h2counters == nil {
-		e.h2counters = new(h2mux.Counters)
+	l.h2c = lc.H2C
+	if l.h2c || tlsOpt != nil {
+		l.h2 = e.h2config(lc)
 	}
 	if e.closed {
 		e.mu.Unlock()

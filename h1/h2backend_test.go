@@ -54,7 +54,7 @@ func h2TLSEngine(t testing.TB, cfg *config.Config) *testEngine {
 		e.SetHTTP2(func(l *config.Listener) h2mux.Config {
 			return h2mux.Config{MaxConcurrentStreams: 100, StreamWindow: 1 << 20, ConnWindow: 4 << 20, MaxHeaderListSize: l.MaxHeaderBytes}
 		}, new(h2mux.Counters))
-	}, func(e *Engine, name string, ln net.Listener) error { return e.ServeTLS(name, ln, tc, nil, nil) })
+	}, func(e *Engine, name string, ln net.Listener) error { return e.ServeTLS(name, ln, tc) })
 	return te
 }
 

@@ -43,6 +43,9 @@ func TestH2CSniffRaw(t *testing.T) {
 		{"a TLS ClientHello", "\x16\x03\x01\x00\xa5\x01\x00\x00\xa1\x03\x03\n", "", false},
 		{"not a request line", "hello world\r\nHost: x\r\n\r\n", "", false},
 		{"a request line cut short", "GET /s HTTP/1.1", "", false},
+		{"an invalid preface (h2spec 3.5)", "INVALID CONNECTION PREFACE\r\n\r\n", "", false},
+		{"a request line ended by a bare LF", "GET /s HTTP/1.1\nHost: x\r\nConnection: close\r\n\r\n", "HTTP/1.1 200 ", true},
+		{"nothing", "", "", true},
 	} {
 		listeners := []*testEngine{h2c}
 		if tc.plainToo {

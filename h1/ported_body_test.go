@@ -218,7 +218,7 @@ func earlyResponseToUpload(t *testing.T, overTLS bool) {
 			var tp *testProxy
 			var c net.Conn
 			if overTLS {
-				tp = startTLSEngine(t, cfg, nil)
+				tp = startTLSEngine(t, cfg)
 				c = dialTLS(t, tp.addr, "http/1.1")
 			} else {
 				tp = startProxy(t, cfg)

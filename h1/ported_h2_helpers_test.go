@@ -131,7 +131,7 @@ func startYAMLFile(t testing.TB, file string) *yamlEngine {
 			defer ye.wg.Done()
 			var err error
 			if tc != nil {
-				err = ye.e.ServeTLS(name, ln, tc, nil, nil)
+				err = ye.e.ServeTLS(name, ln, tc)
 			} else {
 				err = ye.e.Serve(name, ln)
 			}

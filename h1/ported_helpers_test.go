@@ -21,7 +21,7 @@ import (
 	"github.com/mccutchen/go-httpbin/v2/httpbin"
 )
 
-// Helpers of the tests ported from package httpproxy (the fasthttp plane), so that each runs
+// Helpers of the tests ported from the fasthttp plane (issue 20), so that each runs
 // against the engine as it was written: startProxy is startEngine, and a testProxy is a
 // testEngine.
 

@@ -39,7 +39,7 @@ func TestTrickledResponseStreamsPlanes(t *testing.T) {
 		get   func(t *testing.T, te *testEngine) *http.Response
 	}{
 		{"tls", func(t *testing.T, backend string) *testEngine {
-			return startTLSEngine(t, testConfig(testPool("s", "roundrobin", backend)), nil)
+			return startTLSEngine(t, testConfig(testPool("s", "roundrobin", backend)))
 		}, func(t *testing.T, te *testEngine) *http.Response {
 			c := dialTLS(t, te.addr, "http/1.1")
 			_ = c.SetDeadline(time.Now().Add(30 * time.Second))

@@ -18,7 +18,7 @@ import (
 // tunnel on the shard through crypto/tls records both ways, counted in flight for its life.
 func TestWebSocketEchoTLS(t *testing.T) {
 	hb := startHTTPBin(t)
-	te := startTLSEngine(t, testConfig(testPool("bin", "roundrobin", hostOf(hb))), nil)
+	te := startTLSEngine(t, testConfig(testPool("bin", "roundrobin", hostOf(hb))))
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"http/1.1"}}}}

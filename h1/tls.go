@@ -6,7 +6,6 @@ import (
 	"crypto/tls"
 	"net"
 	"net/netip"
-	"sync"
 	"syscall"
 	"time"
 
@@ -23,21 +22,16 @@ import (
 // read_header_timeout. Every connection comes back to the shard that accepted it, every read
 // and write going through crypto/tls on the shard (clientConn's Read, Write, Writev and
 // ShutdownWrite below): HTTP/1.1 ones are served as plain ones, those that negotiated h2 by
-// ALPN by an h2mux.Conn (h2conn.go) when the engine has HTTP/2 settings (SetHTTP2), else
-// they go, blocking, to the listener's HTTP/2 server.
+// ALPN by an h2mux.Conn (h2conn.go), as on an h2c listener.
 
 // maxHandshakes bounds the TLS handshakes in progress in an engine, each a goroutine and two
 // descriptors for up to read_header_timeout: a flood of connections that never finish their
 // handshake is closed at accept past it (Stats.TLSRefused), as a full backlog would be.
 const maxHandshakes = 4096
 
-// tlsOpts is a TLS listener's: the server configuration, the HTTP/2 server, and the count
-// of handshakes in progress (busy, may be nil), which the HTTP/2 plane's shutdown waits on so
-// that an h2 connection accepted before it is served (with its GOAWAY), not dropped.
+// tlsOpts is a TLS listener's: the server configuration.
 type tlsOpts struct {
-	cfg  *tls.Config
-	h2   func(net.Conn)
-	busy func(delta int)
+	cfg *tls.Config
 }
 
 // tlsPending is a connection on its way to its handshake: its descriptor, its client (a
@@ -82,21 +76,12 @@ func (c *clientConn) toHandshake() {
 	l.startHandshake(sh, p)
 }
 
-// handshake runs in its own goroutine: the handshake, then the connection to its server.
+// handshake runs in its own goroutine: the handshake, then the connection back to its shard.
 func (l *listener) handshake(s *evloop.Shard, p *tlsPending) {
 	sh := l.e.shards[s.ID()]
-	if l.tls.busy != nil {
-		l.tls.busy(1)
-	}
-	done := sync.OnceFunc(func() {
-		l.e.handshakes.Add(-1)
-		if l.tls.busy != nil {
-			l.tls.busy(-1)
-		}
-	})
-	defer done()
+	defer l.e.handshakes.Add(-1)
 	opts := tlsconn.Options{Prefix: p.prefix}
-	if l.proxy { // the addresses a Blocking connection's server sees are the header's
+	if l.proxy { // the addresses the connection reports (ClientHelloInfo.Conn) are the header's
 		opts.Remote = net.TCPAddrFromAddrPort(p.peer)
 		if p.local.IsValid() {
 			opts.Local = net.TCPAddrFromAddrPort(p.local)
@@ -108,29 +93,8 @@ func (l *listener) handshake(s *evloop.Shard, p *tlsPending) {
 		l.dropFD(p.fd, p.peer, p.counted)
 		return
 	}
-	h2 := tc.ConnectionState().NegotiatedProtocol == "h2"
-	if h2 && l.h2tls { // HTTP/2 on the shard (h2conn.go), records through crypto/tls as HTTP/1.1's
-		s.Post(&tlsAttach{l: l, p: p, tc: tc, h2: true})
-		return
-	}
-	if h2 {
-		_, _, _ = syscall.RawSyscall(syscall.SYS_CLOSE, uintptr(p.fd), 0, 0) // the duplicate serves
-		if l.tls.h2 == nil {
-			tc.Release()
-			l.releaseConn(p.peer, p.counted)
-			return
-		}
-		var release func()
-		if p.counted { // max_conns_per_client's place, given back when the connection closes
-			peer := p.peer
-			release = func() { l.releaseConn(peer, true) }
-		}
-		c := tc.Blocking(release) // a *tls.Conn, as the HTTP/2 server expects of TLS
-		done()                    // handed over: the HTTP/2 plane counts it from here
-		l.tls.h2(c)
-		return
-	}
-	s.Post(&tlsAttach{l: l, p: p, tc: tc})
+	// h2: HTTP/2 on the shard (h2conn.go), its records through crypto/tls as HTTP/1.1's.
+	s.Post(&tlsAttach{l: l, p: p, tc: tc, h2: tc.ConnectionState().NegotiatedProtocol == "h2"})
 }
 
 // dropFD closes a connection that never reached a shard.

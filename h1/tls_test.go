@@ -13,16 +13,18 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/net/http2"
+
 	"ballast/config"
 	"ballast/internal/h1conformance"
 	"ballast/internal/testcert"
 )
 
-// startTLSEngine is startEngine for a TLS listener; connections that negotiate h2 go to h2.
-func startTLSEngine(t testing.TB, cfg *config.Config, h2 func(net.Conn)) *testEngine {
+// startTLSEngine is startEngine for a TLS listener (ALPN h2 and http/1.1, both on the shards).
+func startTLSEngine(t testing.TB, cfg *config.Config) *testEngine {
 	t.Helper()
 	tc := &tls.Config{Certificates: []tls.Certificate{testcert.New(t, "app.test")}, NextProtos: []string{"h2", "http/1.1"}}
-	return serveEngine(t, cfg, nil, func(e *Engine, name string, ln net.Listener) error { return e.ServeTLS(name, ln, tc, h2, nil) })
+	return serveEngine(t, cfg, nil, func(e *Engine, name string, ln net.Listener) error { return e.ServeTLS(name, ln, tc) })
 }
 
 func dialTLS(t testing.TB, addr string, protos ...string) *tls.Conn {
@@ -105,7 +107,7 @@ func TestClientLeavesBeforeResponse(t *testing.T) {
 			cfg := testConfig(testPool("p", "roundrobin", addr))
 			var c net.Conn
 			if overTLS {
-				te := startTLSEngine(t, cfg, nil)
+				te := startTLSEngine(t, cfg)
 				c = dialTLS(t, te.addr, "http/1.1")
 			} else {
 				te := startEngine(t, cfg)
@@ -133,14 +135,14 @@ func TestClientLeavesBeforeResponse(t *testing.T) {
 }
 
 // TestTLSListener: requests over TLS reach the backend with the https scheme, keep-alive on
-// one connection; a connection that negotiates h2 goes to the HTTP/2 server; a handshake that
+// one connection; a connection that negotiates h2 is served by the engine's HTTP/2 on the
+// shard and holds its place against max_conns_per_client until it closes; a handshake that
 // never comes is counted and closed.
 func TestTLSListener(t *testing.T) {
 	rb := h1conformance.NewRawBackend(t)
 	cfg := conformanceConfig(rb.Addr())
 	cfg.Listeners[0].MaxConnsPerClient = 2 // counted; 127.0.0.1 is no trusted proxy here
-	h2conns := make(chan net.Conn, 1)
-	te := startTLSEngine(t, cfg, func(c net.Conn) { h2conns <- c })
+	te := startTLSEngine(t, cfg)
 	c := dialTLS(t, te.addr, "http/1.1")
 	br := make([]byte, 4096)
 	for i := range 3 {
@@ -167,17 +169,25 @@ func TestTLSListener(t *testing.T) {
 	if p := h2.ConnectionState().NegotiatedProtocol; p != "h2" {
 		t.Fatalf("negotiated %q", p)
 	}
-	select {
-	case hc := <-h2conns:
-		if _, ok := hc.(*tls.Conn); !ok {
-			t.Errorf("the HTTP/2 server got a %T, not the *tls.Conn it reads the state of", hc)
-		}
-		// Two connections held (the HTTP/1.1 one and this): a third is refused until this
-		// one closes and gives its place back.
-		_ = hc.Close()
-	case <-time.After(5 * time.Second):
-		t.Fatal("the h2 connection did not reach the HTTP/2 server")
+	// The engine's HTTP/2 answers the preface with its SETTINGS.
+	if _, err := io.WriteString(h2, http2.ClientPreface); err != nil {
+		t.Fatal(err)
 	}
+	_ = h2.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if f, err := http2.NewFramer(io.Discard, h2).ReadFrame(); err != nil || f.Header().Type != http2.FrameSettings {
+		t.Fatalf("the h2 connection's first frame: %v, %v; want the engine's SETTINGS", f, err)
+	}
+	if st := te.Stats(); st.Conns != 2 {
+		t.Fatalf("%d connections open, want the HTTP/1.1 one and the h2 one on the shards", st.Conns)
+	}
+	// Two connections held (the HTTP/1.1 one and this): a third is refused until this one
+	// closes and gives its place back.
+	if c, err := tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", te.addr, &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"http/1.1"}}); err == nil {
+		_ = c.Close()
+		t.Fatal("a third connection was handshaken while two were held (max_conns_per_client 2)")
+	}
+	_ = h2.Close()
+	waitFor(t, "the h2 connection's close", func() bool { return te.Stats().Conns == 1 })
 	third := dialTLS(t, te.addr, "http/1.1")
 	if _, err := third.Write([]byte("GET /api/x HTTP/1.1\r\nHost: public.example\r\n\r\n")); err != nil {
 		t.Fatal(err)
@@ -209,7 +219,7 @@ func TestTLSHandshakeFlood(t *testing.T) {
 	rb := h1conformance.NewRawBackend(t)
 	cfg := conformanceConfig(rb.Addr())
 	cfg.Listeners[0].ReadHeaderTimeout = dur(time.Second)
-	te := startTLSEngine(t, cfg, nil)
+	te := startTLSEngine(t, cfg)
 	te.maxHandshakes.Store(4)
 	var flood []net.Conn
 	defer func() {
@@ -247,7 +257,7 @@ func TestTLSHandshakeFlood(t *testing.T) {
 // than TLS allows) closes the connection at once, with the engine's record of it freed.
 func TestTLSBadRecordCloses(t *testing.T) {
 	rb := h1conformance.NewRawBackend(t)
-	te := startTLSEngine(t, conformanceConfig(rb.Addr()), nil)
+	te := startTLSEngine(t, conformanceConfig(rb.Addr()))
 	for _, rec := range [][]byte{
 		[]byte("\x17\x03\x03\x00\x20" + strings.Repeat("x", 32)), // application data that does not authenticate
 		[]byte("\x17\x03\x03\xff\xff"),                           // a length past the largest record

@@ -19,7 +19,7 @@ func TestIdleMemoryTLS(t *testing.T) {
 	old := runtime.MemProfileRate
 	runtime.MemProfileRate = 1
 	defer func() { runtime.MemProfileRate = old }()
-	te := startTLSEngine(t, testConfig(testPool("p", "roundrobin", fixedBackend(t))), nil)
+	te := startTLSEngine(t, testConfig(testPool("p", "roundrobin", fixedBackend(t))))
 	const n = 500
 	buf := make([]byte, 4096)
 	for range n {

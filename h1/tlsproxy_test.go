@@ -30,7 +30,7 @@ func startTLSProxyEngine(t *testing.T, cfg *config.Config) *testEngine {
 		e.SetHTTP2(func(l *config.Listener) h2mux.Config {
 			return h2mux.Config{MaxConcurrentStreams: 100, StreamWindow: 1 << 20, ConnWindow: 4 << 20, MaxHeaderListSize: l.MaxHeaderBytes, ResetBurst: 200}
 		}, new(h2mux.Counters))
-	}, func(e *Engine, name string, ln net.Listener) error { return e.ServeTLS(name, ln, tc, nil, nil) })
+	}, func(e *Engine, name string, ln net.Listener) error { return e.ServeTLS(name, ln, tc) })
 }
 
 // headerFirst is a connection whose first Write sends a PROXY header and the bytes given in
@@ -266,28 +266,5 @@ func TestTLSAcceptProxyHandshakeFlood(t *testing.T) {
 	}
 	if st := te.Stats(); st.TLSFailures != 4 || st.HeaderTimeouts != 1 {
 		t.Errorf("TLS failures %d, header timeouts %d; want the 4 timed-out handshakes and the 1 header", st.TLSFailures, st.HeaderTimeouts)
-	}
-}
-
-// TestTLSAcceptProxyBlockingH2: where the engine has no HTTP/2 settings, an h2 connection
-// behind a PROXY header goes to the listener's HTTP/2 server as a *tls.Conn whose addresses are
-// the header's (that server names the client from RemoteAddr).
-func TestTLSAcceptProxyBlockingH2(t *testing.T) {
-	cfg := testConfig(testPool("p", "roundrobin", "127.0.0.1:9"))
-	cfg.Listeners[0].AcceptProxy = true
-	got := make(chan [2]string, 1)
-	te := startTLSEngine(t, cfg, func(c net.Conn) {
-		got <- [2]string{c.RemoteAddr().String(), c.LocalAddr().String()}
-		_ = c.Close()
-	})
-	c := proxyTLS(t, te.addr, []byte("PROXY TCP4 198.51.100.4 203.0.113.1 40000 443\r\n"), 0, "h2")
-	defer c.Close()
-	select {
-	case a := <-got:
-		if a[0] != "198.51.100.4:40000" || a[1] != "203.0.113.1:443" {
-			t.Errorf("the HTTP/2 server saw remote %s, local %s; want the header's 198.51.100.4:40000 and 203.0.113.1:443", a[0], a[1])
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("the h2 connection did not reach the HTTP/2 server")
 	}
 }

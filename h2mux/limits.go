@@ -6,8 +6,8 @@ import "time"
 // each one answers.
 const (
 	// DefaultMaxConcurrentStreams is SETTINGS_MAX_CONCURRENT_STREAMS: streams open at once per
-	// connection; a HEADERS frame past it is refused (REFUSED_STREAM). The HTTP/2 plane's value
-	// (h2proxy.MaxConcurrentStreams).
+	// connection; a HEADERS frame past it is refused (REFUSED_STREAM). The event-loop
+	// engine's value too (h1/h2config.go).
 	DefaultMaxConcurrentStreams = 250
 	// DefaultStreamWindow and DefaultConnWindow are the receive windows granted to a client
 	// for request bodies, per stream and per connection: the most request-body bytes the owner

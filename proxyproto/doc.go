@@ -12,17 +12,10 @@
 // the application stream. A v1 header is at most 107 bytes; a v2 header at most MaxHeaderLen,
 // and its TLVs are walked with bounds checks and otherwise ignored. Parse never panics on input.
 //
-// Listener wraps a net.Listener: Accept returns at once, without reading, so one slow client
-// never stalls the accept loop; the header is read, within the listener's timeout, by the
-// connection's first Read, RemoteAddr or LocalAddr, in the goroutine that serves the connection.
-// RemoteAddr and LocalAddr then report the addresses from the header (a LOCAL or UNKNOWN header
-// keeps the socket's own). A connection whose header is missing, malformed or late is closed and
-// counted (Listener.Refused); its Read returns the error. This is what fasthttp needs, which
-// learns the client from conn.RemoteAddr().
+// Trust is the set of peers a header is believed from (trusted_proxies); the readers of
+// headers (the HTTP engine on its shards, the L4 proxy) check the peer before they parse.
 //
 // # Concurrency
 //
-// Parse, Read and Header methods are pure or confined to their arguments. A Listener and its
-// counter are safe for concurrent use; a Conn is used as any net.Conn (one reader, one writer),
-// and RemoteAddr/LocalAddr may be called from any goroutine.
+// Parse, Read, Header and Trust methods are pure or confined to their arguments.
 package proxyproto

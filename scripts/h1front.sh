@@ -1,6 +1,6 @@
 #!/bin/bash
 # h1front.sh NEW_BIN OLD_BIN [REPS] [SECS] [CONNS]: CPU per request of the two listener kinds the
-# event-loop engine took over from fasthttp, NEW_BIN's and OLD_BIN's `ballast serve` side by side
+# event-loop engine took over last from fasthttp (issue 20), NEW_BIN's and OLD_BIN's `ballast serve` side by side
 # (interleaved in every repetition), a 44-byte page from two `ballast backend` ports behind them:
 #   h2c    HTTP/1.1 keep-alive requests on an h2c listener (`wrk -t1 -cCONNS -dSECS`);
 #   proxy  HTTPS keep-alive behind a PROXY header: wrk -> HAProxy (one thread, mode tcp: each

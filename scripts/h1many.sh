@@ -1,7 +1,7 @@
 #!/bin/bash
 # h1many.sh BALLAST_BIN [REPS] [SECS] [N]: Ballast's own CPU per request with N backends
-# (default 2000) against 2, for both HTTP/1 planes (fasthttp: FASTHTTP_BIN, a build from before
-# the engine served plain listeners, BALLAST_BIN when unset; and the event-loop engine), all four proxies interleaved in every repetition, as docs/performance.md
+# (default 2000) against 2, for two builds (BALLAST_BIN2: another build, say main's, BALLAST_BIN
+# when unset; and BALLAST_BIN), all four proxies interleaved in every repetition, as docs/performance.md
 # ("Many backends") measures it: two `ballast backend --ports` fleets (2 and N ports), one
 # `ballast serve` per fleet and plane (vnswrr), the backend connections opened by a warm-up of
 # 4N+1000 requests, then `ballast bench -k -c 64 -d SECS -R FILE` (4096 distinct paths, as the
@@ -12,7 +12,7 @@
 # always) runs beside them over the same fleets, for the part of the growth any proxy pays.
 # Needs python3 (and haproxy).
 set -u
-BIN=$(readlink -f "$1"); FBIN=$(readlink -f "${FASTHTTP_BIN:-$1}"); REPS=${2:-3}; SECS=${3:-8}; N=${4:-2000}
+BIN=$(readlink -f "$1"); FBIN=$(readlink -f "${BALLAST_BIN2:-$1}"); REPS=${2:-3}; SECS=${3:-8}; N=${4:-2000}
 [ "$N" -le 3700 ] || { echo "N must be at most 3700"; exit 2; }
 shared=${PEERS_SHARED:-$(cd "$(dirname "$0")/.." && pwd)/../shared/tools/peers}
 echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)"
@@ -79,7 +79,7 @@ for r in $(seq 1 $REPS); do
   if [ -n "${HAPROXY:-}" ]; then H2+=($(run $ph2 27960)); HN+=($(run $phn 27961)); fi
 done
 pct() { awk -v n=$1 -v b=$2 'BEGIN{ if (b>0 && n==n) printf "%+.1f %%", (n/b-1)*100; else print "nan" }'; }
-printf 'fasthttp: n=2 %s µs/req, n=%d %s µs/req (%s)   runs: %s | %s\n' $(median "${F2[@]}") $N $(median "${FN[@]}") "$(pct $(median "${FN[@]}") $(median "${F2[@]}"))" "${F2[*]}" "${FN[*]}"
-printf 'engine:   n=2 %s µs/req, n=%d %s µs/req (%s)   runs: %s | %s\n' $(median "${E2[@]}") $N $(median "${EN[@]}") "$(pct $(median "${EN[@]}") $(median "${E2[@]}"))" "${E2[*]}" "${EN[*]}"
+printf 'bin2:     n=2 %s µs/req, n=%d %s µs/req (%s)   runs: %s | %s\n' $(median "${F2[@]}") $N $(median "${FN[@]}") "$(pct $(median "${FN[@]}") $(median "${F2[@]}"))" "${F2[*]}" "${FN[*]}"
+printf 'bin:      n=2 %s µs/req, n=%d %s µs/req (%s)   runs: %s | %s\n' $(median "${E2[@]}") $N $(median "${EN[@]}") "$(pct $(median "${EN[@]}") $(median "${E2[@]}"))" "${E2[*]}" "${EN[*]}"
 [ -n "${HAPROXY:-}" ] && printf 'haproxy:  n=2 %s µs/req, n=%d %s µs/req (%s)   runs: %s | %s\n' $(median "${H2[@]}") $N $(median "${HN[@]}") "$(pct $(median "${HN[@]}") $(median "${H2[@]}"))" "${H2[*]}" "${HN[*]}"
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -1,8 +1,8 @@
 #!/bin/bash
-# h1peers.sh BALLAST_BIN [REPS] [SECS] [N]: CPU-microseconds per request of Ballast's two HTTP/1
-# planes, the fasthttp one (FASTHTTP_BIN: a build from before the engine served plain
-# listeners, main's at the time; BALLAST_BIN when unset) and the event-loop engine, against HAProxy (one
-# thread), all three interleaved in one run (HAProxy, fasthttp, engine, HAProxy, ...), round
+# h1peers.sh BALLAST_BIN [REPS] [SECS] [N]: CPU-microseconds per request of two Ballast builds,
+# BALLAST_BIN ("bin") and BALLAST_BIN2 ("bin2": another build, say main's; BALLAST_BIN when
+# unset), against HAProxy (one thread), all three interleaved in one run (HAProxy, bin2, bin,
+# HAProxy, ...), round
 # robin over two nginx backends serving 44 bytes: the shared peers.sh's method and loads
 # (../shared/tools/peers/peers.sh), wrk -t1 keep-alive at c=16 and c=256 for SECS seconds and
 # ab -c16 -n N without keep-alive, plus idle.py's memory per idle connection (IDLE=N
@@ -12,7 +12,7 @@
 # engine settings in the same run; ROWS (default "ka16 ka256 close"; lat256 adds wrk's p50/p99
 # latency at c=256 for each process) picks the loads. Needs: haproxy nginx wrk ab curl python3.
 set -u
-BIN=$(readlink -f "$1"); FBIN=$(readlink -f "${FASTHTTP_BIN:-$1}"); REPS=${2:-5}; SECS=${3:-4}; N=${4:-20000}; IDLE=${IDLE:-5000}
+BIN=$(readlink -f "$1"); FBIN=$(readlink -f "${BALLAST_BIN2:-$1}"); REPS=${2:-5}; SECS=${3:-4}; N=${4:-20000}; IDLE=${IDLE:-5000}
 shared=${PEERS_SHARED:-$(cd "$(dirname "$0")/.." && pwd)/../shared/tools/peers}
 for c in haproxy nginx wrk ab curl python3; do command -v $c >/dev/null || { echo "missing $c"; exit 2; }; done
 echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)"
@@ -24,8 +24,8 @@ sed -e 's/18081/28381/; s/18082/28382/' "$shared/nginx-backends.conf" >"$w/nginx
 nginx -p "$w/" -c "$w/nginx.conf" -e stderr >"$w/nginx.log" 2>&1 & bp=$!
 sed -e 's/18080/28390/; s/18081/28381/; s/18082/28382/' "$shared/haproxy.cfg" >"$w/haproxy.cfg"
 NBTHREAD=1 haproxy -f "$w/haproxy.cfg" -db >"$w/haproxy.log" 2>&1 & hp=$!
-"$FBIN" serve --listen 127.0.0.1:28391 --balancer roundrobin --backend 127.0.0.1:28381 --backend 127.0.0.1:28382 >"$w/fasthttp.log" 2>&1 & fp=$!
-"$BIN" serve --listen 127.0.0.1:28392 --balancer roundrobin --backend 127.0.0.1:28381 --backend 127.0.0.1:28382 >"$w/engine.log" 2>&1 & ep=$!
+"$FBIN" serve --listen 127.0.0.1:28391 --balancer roundrobin --backend 127.0.0.1:28381 --backend 127.0.0.1:28382 >"$w/bin2.log" 2>&1 & fp=$!
+"$BIN" serve --listen 127.0.0.1:28392 --balancer roundrobin --backend 127.0.0.1:28381 --backend 127.0.0.1:28382 >"$w/bin.log" 2>&1 & ep=$!
 ports="28381 28382 28390 28391 28392"
 if [ -n "${ENGINE2_ENV:-}" ]; then
   env $ENGINE2_ENV "$BIN" serve --listen 127.0.0.1:28393 --balancer roundrobin --backend 127.0.0.1:28381 --backend 127.0.0.1:28382 >"$w/engine2.log" 2>&1 & e2p=$!
@@ -53,7 +53,7 @@ cl() { # pid port -> µs/req without keep-alive (nan if any request failed)
 }
 median() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END{print a[int((NR+1)/2)]}'; }
 ratio() { awk -v b=$1 -v h=$2 'BEGIN{ if (h>0 && b==b) printf "%.2f", b/h; else print "nan" }'; }
-printf '%-16s %10s %10s %10s %8s %8s   %s\n' load "haproxy" "fasthttp" "engine" "f/h" "e/h" "runs (haproxy | fasthttp | engine${e2p:+ | engine2})"
+printf '%-16s %10s %10s %10s %8s %8s   %s\n' load "haproxy" "bin2" "bin" "2/h" "b/h" "runs (haproxy | bin2 | bin${e2p:+ | engine2})"
 row() { # name cmd args...
   local name=$1; shift
   local H=() F=() E=() E2=()
@@ -74,7 +74,7 @@ lat() { # pid port -> "p50/p99" in ms under wrk -c256 (the latency row)
 latrow() {
   local H=() F=() E=()
   for r in $(seq 1 $REPS); do H+=($(lat $hp 28390)); F+=($(lat $fp 28391)); E+=($(lat $ep 28392)); done
-  printf '%-16s p50/p99 per run: haproxy %s | fasthttp %s | engine %s\n' "latency c=256" "${H[*]}" "${F[*]}" "${E[*]}"
+  printf '%-16s p50/p99 per run: haproxy %s | bin2 %s | bin %s\n' "latency c=256" "${H[*]}" "${F[*]}" "${E[*]}"
 }
 ROWS=${ROWS:-ka16 ka256 close}
 for r in $ROWS; do
@@ -89,7 +89,7 @@ if [ "$IDLE" -gt 0 ]; then
   read h h0 h1 < <(python3 "$shared/idle.py" 28390 "$IDLE" $hp)
   read f f0 f1 < <(python3 "$shared/idle.py" 28391 "$IDLE" $fp)
   read e e0 e1 < <(python3 "$shared/idle.py" 28392 "$IDLE" $ep)
-  printf 'idle kB/conn (%s held): haproxy %s (RSS %s -> %s kB), fasthttp %s (%s -> %s), engine %s (%s -> %s); f/h %s, e/h %s\n' \
+  printf 'idle kB/conn (%s held): haproxy %s (RSS %s -> %s kB), bin2 %s (%s -> %s), bin %s (%s -> %s); 2/h %s, b/h %s\n' \
     "$IDLE" $h $h0 $h1 $f $f0 $f1 $e $e0 $e1 $(ratio $f $h) $(ratio $e $h)
 fi
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -6,8 +6,9 @@
 # Ballast2, ...), CPU utime+stime of each proxy from /proc (procstat.py of the shared peers
 # tools); medians of REPS runs and the ratios to HAProxy. BALLAST_BIN2 (say main's build, where
 # h2proxy serves h2c pools) runs beside on its own ports. Fixed ports: run it under
-# `flock /work/notes/bench.lock`. The HTTP/1.1 row has no comparison: main's fasthttp plane
-# speaks HTTP/1.1 to h2c pools, which these h2c-only backends refuse (nan), and HAProxy's
+# `flock /work/notes/bench.lock`. The HTTP/1.1 row has no comparison for builds before
+# 2026-12-02 (their fasthttp plane spoke HTTP/1.1 to h2c pools, which these h2c-only backends
+# refuse: nan), and HAProxy's
 # answers to h2load --h1 through its h2 servers count as failed here (nan; curl gets them).
 # TLS=1: the backends speak HTTP/2 over TLS instead (nginx `ssl http2`, a self-signed
 # certificate; Ballast's pool `protocol: h2` with insecure_skip_verify, HAProxy's servers

@@ -5,18 +5,17 @@
 // # Data planes
 //
 // A Plane serves some of the configured listeners with the pools the server owns: the HTTP
-// plane the http listeners (the HTTP core, package httpcore, and its HTTP/1 engines, the
-// event-loop one, h1, which also serves HTTP/2 on its shards and every configuration on
-// Linux, and httpproxy where h1 does not exist, h1plane.go; the HTTP/2 plane is the HTTP/2
-// engine, h2proxy, over the same core, fed by the fronts of TLS and h2c listeners there,
-// tlsfront.go), the L4 plane (package l4: one TCP proxy per tcp
-// listener, one UDP proxy per udp listener) the others. The server binds each listener's socket
-// (a stream listener, or a *net.UDPConn for udp: Socket), gives each plane every configuration
-// (Swap, first before any Serve, then on each reload) and each of its sockets by listener name
-// (Serve); a plane never matches sockets to listeners by address. The PROXY header of
-// accept_proxy listeners is read before a request, and before the handshake on a TLS one (by
-// the event-loop engine on its shard, or by a proxyproto.Listener in front of fasthttp and
-// the TLS front), so the header's client is the peer address.
+// plane the http listeners (plane.go: the HTTP core, package httpcore, under the event-loop
+// engine, package h1, which serves HTTP/1.1 and HTTP/2 of plain, h2c and TLS listeners on its
+// shards; off Linux the engine does not exist and a configuration with an http listener is
+// refused at start and on reload, with the reason), the L4 plane (package l4: one TCP proxy
+// per tcp listener, one UDP proxy per udp listener) the others. The server binds each
+// listener's socket (a stream listener, or a *net.UDPConn for udp: Socket), gives each plane
+// every configuration (Swap, first before any Serve, then on each reload) and each of its
+// sockets by listener name (Serve); a plane never matches sockets to listeners by address.
+// The PROXY header of accept_proxy listeners is read before a request, and before the
+// handshake on a TLS one (by the engine on its shard), so the header's client is the peer
+// address.
 // Planes keep their per-backend state in their own upstream attachment slot and count what
 // they count themselves (admin.Counters), so they never overwrite one another.
 //

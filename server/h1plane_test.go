@@ -6,8 +6,6 @@ import (
 	"io"
 	"net/http"
 	"testing"
-
-	"ballast/config"
 )
 
 // TestEnginePlane: a plain-HTTP listener is served by the event-loop engine (its counters
@@ -64,16 +62,6 @@ routes:
 	waitUntil(t, "the engine's response counted in the core's status classes", func() bool {
 		return hp.Responses(s.pool("p").Backends()[0])[2] > 0
 	})
-	hp.mu.Lock()
-	cfg := *hp.cfg
-	hp.mu.Unlock()
-	if !engineServes(&cfg, "web") {
-		t.Fatal("engineServes: the plain listener is not the engine's")
-	}
-	cfg.Routes = append([]config.Route{{Pool: "p", RoutePolicy: config.RoutePolicy{Compress: &config.Compress{}}}}, cfg.Routes...)
-	if !engineServes(&cfg, "web") {
-		t.Fatal("engineServes: a configuration that compresses is not the engine's")
-	}
 	// A reload that adds compression: the engine compresses the next response itself.
 	writeFile(t, file, yaml(b, "    compress: {types: [text/plain], min_size: 0, algorithms: [gzip]}"))
 	if err := s.Reload(); err != nil {

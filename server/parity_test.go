@@ -493,8 +493,8 @@ pools: [{name: p, tls: {ca: "{CA}", server_name: other.test}, backends: [{addres
 	},
 }
 
-// portedCases are cases of the fasthttp plane's tests (package httpproxy) that hold for every
-// plane, kept here so that they run over each when httpproxy is gone: request-ID trust and
+// portedCases are cases of the fasthttp plane's tests (issue 20's audit: every one of its
+// tests ported to the engine or kept here) that hold for every transport: request-ID trust and
 // trace context, the X-Forwarded-For walk through trusted proxies, forwarding fields appended
 // to a client's, hop-by-hop request fields, rewrites and redirects. TestParity runs them with
 // parityCases.

@@ -3,16 +3,14 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
-	"net"
 	"sync"
 
 	"ballast/admin"
 	"ballast/config"
 	"ballast/h1"
-	"ballast/h2proxy"
 	"ballast/httpcore"
-	"ballast/httpproxy"
 	"ballast/proxyproto"
 	"ballast/upstream"
 )
@@ -34,40 +32,37 @@ type Plane interface {
 }
 
 // httpPlane is the HTTP side as a Plane: the HTTP core (routes, policy, the access log, the
-// counters) and the HTTP/1 engines that serve its listeners' sockets (the event-loop engine
-// for plain listeners, fasthttp for the others: h1plane.go); the HTTP/2 engine gets its
-// connections from the fronts. It also gives the admin plane its counters
-// (admin.Counters, and admin.ListenerCounters for the PROXY headers it refuses).
+// counters) and the event-loop engine (package h1) that serves every HTTP listener's socket
+// over it: plain HTTP, h2c (HTTP/2 with prior knowledge and HTTP/1.1, the first bytes
+// deciding) and TLS (HTTP/1.1 and ALPN h2; handshakes off the shards), each with or without
+// accept_proxy (the engine reads the PROXY header on its shard), to backends over HTTP/1.1,
+// TLS, h2c and h2. Off Linux the engine does not exist: a configuration with an HTTP listener
+// is refused (Swap) and the L4 planes serve the rest. It also gives the admin plane its
+// counters (admin.Counters, and admin.ListenerCounters for the PROXY headers it refuses).
 type httpPlane struct {
-	logger   *slog.Logger
-	core     *httpcore.Core
-	proxy    *httpproxy.Proxy
-	down     chan struct{} // closed when Shutdown has stopped the HTTP/1 engine
-	downOnce sync.Once
+	logger    *slog.Logger
+	core      *httpcore.Core
+	engine    *h1.Engine // nil where it cannot run (off Linux): engineErr says why
+	engineErr error
+	certs     tlsCerts // the TLS listeners' certificates, kept across reloads (tlscerts.go)
 
-	mu  sync.Mutex // guards cfg, pp and trust against the admin plane's reads and Serve
+	mu  sync.Mutex // guards cfg against the admin plane's reads and Serve
 	cfg *config.Config
-	// pp holds the PROXY protocol readers of each accept_proxy listener's sockets, by name
-	// (a reload that moves a listener gives it a new socket), so that its count never goes back.
-	pp    map[string][]*proxyproto.Listener
-	trust proxyproto.Trust // trusted_proxies: the peers whose PROXY headers are believed
-
-	h2     *h2proxy.Proxy // gets the HTTP/2 connections of TLS and h2c listeners
-	fronts fronts         // TLS certificates and the fronts of TLS and h2c listeners
-	engine *h1.Engine     // the event-loop HTTP/1 engine: plain listeners (h1plane.go); nil off Linux
 }
 
-// newHTTPPlane builds the HTTP core and both engines over it; neither engine knows the other
-// (the HTTP/2 one borrows the HTTP/1 one's backend connections through httpcore.Bridge).
+// newHTTPPlane builds the HTTP core and the engine over it (before the core's first Swap:
+// the engine attaches its per-backend state through the core).
 func newHTTPPlane(logger *slog.Logger) *httpPlane {
 	core := httpcore.New(logger)
-	h1 := httpproxy.New(core, logger)
-	p := &httpPlane{logger: logger, core: core, proxy: h1, h2: h2proxy.New(core, h1, logger), engine: newEngine(core, logger), down: make(chan struct{})}
-	if p.engine != nil { // h2c on the engine: the HTTP/2 plane's limits and counters
-		p.engine.SetHTTP2(p.h2.MuxConfig, p.h2.Counters())
+	e, err := newEngine(core, logger)
+	if err != nil {
+		logger.Info("the HTTP engine is not available: a configuration with an HTTP listener is refused", "err", err)
 	}
-	return p
+	return &httpPlane{logger: logger, core: core, engine: e, engineErr: err}
 }
+
+// newEngine builds the engine; a variable so that a test can stand for a system without it.
+var newEngine = h1.New
 
 func (p *httpPlane) Name() string { return "http" }
 
@@ -82,15 +77,19 @@ func (p *httpPlane) Listeners(cfg *config.Config) []config.Listener {
 	return out
 }
 
-// Swap gives the proxy the http part of cfg: its listeners, the routes that can reach them and
-// the pools that serve http.
+// Swap gives the engine the http part of cfg: its listeners, the routes that can reach them
+// and the pools that serve http. Without the engine a configuration with an HTTP listener is
+// refused, naming the listener.
 func (p *httpPlane) Swap(cfg *config.Config, pools map[string]*upstream.Pool) error {
 	hc := httpPart(cfg)
+	if p.engine == nil && len(hc.Listeners) > 0 {
+		return fmt.Errorf("listener %s: %w", hc.Listeners[0].Name, p.engineErr)
+	}
 	trust, err := proxyTrust(cfg)
 	if err != nil {
 		return err
 	}
-	commitTLS, err := p.fronts.prepare(hc)
+	commitTLS, err := p.certs.prepare(hc)
 	if err != nil {
 		return err
 	}
@@ -99,16 +98,11 @@ func (p *httpPlane) Swap(cfg *config.Config, pools map[string]*upstream.Pool) er
 	}
 	commitTLS()
 	p.mu.Lock()
-	p.cfg, p.trust = hc, trust
-	if p.engine != nil {
+	p.cfg = hc
+	p.mu.Unlock()
+	if p.engine != nil { // a reload's trusted_proxies apply to open listeners at once
 		p.engine.SetProxyTrust(trust)
 	}
-	for _, pls := range p.pp { // a reload's trusted_proxies apply to open listeners at once
-		for _, pl := range pls {
-			pl.SetTrust(trust)
-		}
-	}
-	p.mu.Unlock()
 	return nil
 }
 
@@ -137,63 +131,34 @@ func httpPart(cfg *config.Config) *config.Config {
 	return &hc
 }
 
-// Serve serves an http listener; with accept_proxy its connections first give a PROXY header
-// (within read_header_timeout), whose client address the engine then sees as the peer's, so
-// that X-Forwarded-For, source-IP hashing and the access log name the original client: the
-// event-loop engine reads it itself, fasthttp through a proxyproto.Listener.
+// Serve serves an http listener's socket on the engine: a TLS one's handshakes with its
+// certificates (following reloads), an accept_proxy one's PROXY headers read first (within
+// read_header_timeout), whose client address the engine then sees as the peer's, so that
+// X-Forwarded-For, source-IP hashing and the access log name the original client.
 func (p *httpPlane) Serve(listener string, sock Socket) error {
 	if p.core.Table() == nil {
 		return errors.New("http plane: Serve before Swap")
 	}
-	ln := sock.Stream
-	p.mu.Lock()
-	if p.engine != nil && engineServes(p.cfg, listener) { // it reads PROXY headers itself
-		p.mu.Unlock()
-		if cfg := p.fronts.tlsConfig(listener); cfg != nil {
-			return p.engine.ServeTLS(listener, ln, cfg, func(c net.Conn) { p.h2.ServeConn(listener, c, true) }, p.fronts.busy.add)
-		}
-		return p.engine.Serve(listener, ln) // an h2c one's HTTP/2 and HTTP/1.1 both on the shards
+	if p.engine == nil {
+		return fmt.Errorf("listener %s: %w", listener, p.engineErr)
 	}
-	for _, l := range p.cfg.Listeners {
-		if l.Name == listener && l.AcceptProxy {
-			if p.pp == nil {
-				p.pp = map[string][]*proxyproto.Listener{}
-			}
-			pl := proxyproto.NewListener(ln, l.ReadHeaderTimeout.Duration)
-			pl.SetTrust(p.trust)
-			p.pp[listener], ln = append(p.pp[listener], pl), pl
-		}
+	if cfg := p.certs.config(listener); cfg != nil {
+		return p.engine.ServeTLS(listener, sock.Stream, cfg)
 	}
-	p.mu.Unlock()
-	if f := p.fronts.front(listener, p.h2, p.core); f != nil { // TLS and h2c: ALPN or preface decides the engine
-		return f.serve(ln, func(h1 net.Listener) error { return p.proxy.Serve(listener, h1) })
-	}
-	return p.proxy.Serve(listener, ln)
+	return p.engine.Serve(listener, sock.Stream) // an h2c one's HTTP/2 and HTTP/1.1 both on the shards
 }
 
-// ListenerStats reports the PROXY headers each accept_proxy listener refused, over both
-// HTTP/1 engines.
+// ListenerStats reports the PROXY headers each accept_proxy listener refused.
 func (p *httpPlane) ListenerStats() []admin.ListenerStats {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	var out []admin.ListenerStats
-	if p.cfg == nil {
+	if p.cfg == nil || p.engine == nil {
 		return out
 	}
 	for _, l := range p.cfg.Listeners {
-		st := admin.ListenerStats{Listener: l.Name, Protocol: config.ProtocolHTTP}
-		pls := p.pp[l.Name]
-		for _, pl := range pls {
-			st.ProxyRefused += pl.Refused()
-		}
-		served := len(pls) > 0
-		if p.engine != nil {
-			n, ok := p.engine.ProxyRefused(l.Name)
-			st.ProxyRefused += n
-			served = served || ok
-		}
-		if served {
-			out = append(out, st)
+		if n, ok := p.engine.ProxyRefused(l.Name); ok {
+			out = append(out, admin.ListenerStats{Listener: l.Name, Protocol: config.ProtocolHTTP, ProxyRefused: n})
 		}
 	}
 	return out
@@ -202,12 +167,15 @@ func (p *httpPlane) ListenerStats() []admin.ListenerStats {
 // ReopenLogs reopens the access log file (SIGUSR1).
 func (p *httpPlane) ReopenLogs() error { return p.core.ReopenAccessLog() }
 
-// Shutdown stops the HTTP/1 engine; the HTTP/2 plane closes the core once both have stopped.
+// Shutdown stops the engine (in-flight requests finish until ctx ends), then closes the HTTP
+// core (its access log, its clocks).
 func (p *httpPlane) Shutdown(ctx context.Context) error {
-	defer p.downOnce.Do(func() { close(p.down) })
-	engineDone := make(chan error, 1)
-	go func() { engineDone <- p.shutdownEngine(ctx) }()
-	return errors.Join(p.proxy.Shutdown(ctx), <-engineDone)
+	var err error
+	if p.engine != nil {
+		err = p.engine.Shutdown(ctx)
+	}
+	p.core.Close()
+	return err
 }
 
 // Responses are b's responses by status class, over both HTTP versions.

@@ -66,11 +66,11 @@ func Start(cfg *config.Config, o Options) (*Server, error) {
 	s.ops.Watch(s.health)
 	http := newHTTPPlane(o.Logger)
 	l4 := newL4Plane(o.Logger)
-	s.planes = []Plane{http, &h2Plane{http: http, proxy: http.h2}, l4}
+	s.planes = []Plane{http, l4}
 	s.ops.Count(http)
-	s.ops.CountHTTP2(http.h2.Counters())
 	if http.engine != nil {
 		s.ops.CountHTTP1(http.engine.Stats)
+		s.ops.CountHTTP2(http.engine.HTTP2Counters())
 	}
 	xdp := newXDPPlane(o.Logger) // the XDP directors (server/xdpplane.go)
 	s.planes = append(s.planes, xdp)

@@ -2,102 +2,18 @@ package server
 
 import (
 	"bufio"
-	"bytes"
 	"fmt"
 	"io"
 	"net"
 	"strings"
 	"testing"
-	"testing/iotest"
 	"time"
 )
 
-func TestSniffPreface(t *testing.T) {
-	preface := string(http2Preface)
-	tests := []struct {
-		name, in string
-		h2       bool
-		err      bool
-	}{
-		{"HTTP/2 preface", preface + "\x00\x00\x00\x04", true, false},
-		{"GET", "GET / HTTP/1.1\r\n", false, false},
-		{"POST shares the P", "POST / HTTP/1.1\r\n", false, false},
-		{"PRI with HTTP/1.1", "PRI * HTTP/1.1\r\n\r\n", false, false},
-		{"empty lines first", "\r\nGET / HTTP/1.0\r\n", false, false},
-		{"bare LF", "GET / HTTP/1.1\nHost: x\n\n", false, false},
-		{"preface cut short", preface[:10], false, false},
-		{"nothing", "", false, true},
-		{"invalid preface (h2spec 3.5)", "INVALID CONNECTION PREFACE\r\n\r\n", false, true},
-		{"no version", "GET /\r\n", false, true},
-	}
-	for _, tt := range tests {
-		for _, chunked := range []bool{false, true} {
-			var r io.Reader = strings.NewReader(tt.in)
-			if chunked {
-				r = iotest.OneByteReader(r)
-			}
-			prefix, h2, err := sniffPreface(r, 8192)
-			if (err != nil) != tt.err || h2 != tt.h2 || !strings.HasPrefix(tt.in, string(prefix)) {
-				t.Errorf("%s (one byte at a time: %v): prefix %q h2 %v err %v; want h2 %v err %v", tt.name, chunked, prefix, h2, err, tt.h2, tt.err)
-			}
-		}
-	}
-}
-
-// FuzzSniffPreface: whatever the bytes and however they arrive, the prefix returned is what was
-// read (so replaying it loses nothing), h2 means exactly the whole preface, and an error means
-// nothing came or the first line is no HTTP/1 request line.
-func FuzzSniffPreface(f *testing.F) {
-	f.Add([]byte(http2Preface), uint8(3))
-	f.Add([]byte("GET / HTTP/1.1\r\n\r\n"), uint8(1))
-	f.Add([]byte("PRI * HTTP/2.0\r\n\r\nXX"), uint8(5))
-	f.Add([]byte("INVALID CONNECTION PREFACE\r\n\r\n"), uint8(7))
-	f.Add([]byte{}, uint8(0))
-	const maxLine = 64
-	f.Fuzz(func(t *testing.T, in []byte, chunk uint8) {
-		r := &chunkReader{data: in, n: int(chunk%8) + 1}
-		prefix, h2, err := sniffPreface(r, maxLine)
-		if err != nil {
-			if len(in) == 0 {
-				return
-			}
-			line, _, ok := bytes.Cut(bytes.TrimLeft(in, "\r\n"), []byte("\n"))
-			if !ok || requestLine(bytes.TrimSuffix(line, []byte("\r"))) {
-				t.Fatalf("error %v for %q", err, in)
-			}
-			return
-		}
-		if !bytes.HasPrefix(in, prefix) || len(prefix) > max(len(http2Preface), maxLine+8) {
-			t.Fatalf("prefix %q is not what was read from %q", prefix, in)
-		}
-		if h2 != (len(in) >= len(http2Preface) && bytes.Equal(in[:len(http2Preface)], http2Preface)) {
-			t.Fatalf("h2 %v for %q", h2, in)
-		}
-		rest, _ := io.ReadAll(r)
-		if !bytes.Equal(append(append([]byte{}, prefix...), rest...), in) {
-			t.Fatalf("prefix + rest != input")
-		}
-	})
-}
-
-type chunkReader struct {
-	data []byte
-	n    int
-}
-
-func (r *chunkReader) Read(p []byte) (int, error) {
-	if len(r.data) == 0 {
-		return 0, io.EOF
-	}
-	k := min(r.n, len(p), len(r.data))
-	copy(p, r.data[:k])
-	r.data = r.data[k:]
-	return k, nil
-}
-
-// On an h2c listener, HTTP/1 requests whose first bytes look like the preface's pass to the
-// HTTP/1 plane intact: the backend receives exactly the request line and the client's fields.
-// A connection that sends the HTTP/2 preface with an HTTP/1 version is refused by HTTP/1.
+// On an h2c listener, HTTP/1 requests whose first bytes look like the preface's are served as
+// HTTP/1.1 intact: the backend receives exactly the request line and the client's fields. A
+// connection that sends the HTTP/2 preface with an HTTP/1 version gets 400. (The engine's
+// sniffing itself, whole and in pieces: h1's TestH2CSniffRaw and FuzzH2CRequestHead.)
 func TestH2CListenerRawHTTP1(t *testing.T) {
 	got := make(chan string, 4)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

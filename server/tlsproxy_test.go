@@ -37,9 +37,6 @@ logging: {access: true, access_file: %q, access_format: json}
 admin: {address: "127.0.0.1:0"}
 `, cert, key, be, logFile))
 	hp := engineOf(t, s)
-	if !engineServes(hp.cfg, "tls") {
-		t.Fatal("engineServes: the TLS listener with accept_proxy is not the engine's")
-	}
 	addr := s.Addr("tls").String()
 	before := hp.engine.Stats()
 	for i, proto := range []string{"http/1.1", "h2"} {

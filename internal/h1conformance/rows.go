@@ -1,9 +1,9 @@
-// Package h1conformance is what every HTTP/1 engine's request path is held to (packages
-// httpproxy and h1 run it through a real listener): the request-head table (what a client
+// Package h1conformance is what the HTTP/1 engine's request path is held to (package h1 runs
+// it through a real listener, plain and over TLS): the request-head table (what a client
 // writes, the statuses it must get and the exact bytes the backend must receive), a request
-// framer written from RFC 9112 independently of both engines, a raw backend that records
-// every byte it receives and frames it with that reference, and the invariant their fuzz
-// targets check. One copy, so that the engines cannot drift apart. It is test code: only
+// framer written from RFC 9112 independently of the engine, a raw backend that records every
+// byte it receives and frames it with that reference, and the invariant the fuzz targets
+// check. One copy, so that the plain and TLS paths cannot drift apart. It is test code: only
 // tests import it.
 package h1conformance
 

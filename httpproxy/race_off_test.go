@@ -1,5 +1,0 @@
-//go:build !race
-
-package httpproxy
-
-const raceEnabled = false
