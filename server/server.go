@@ -71,6 +71,7 @@ func Start(cfg *config.Config, o Options) (*Server, error) {
 	s.ops.CountHTTP2(http.h2.Counters())
 	if http.engine != nil {
 		s.ops.CountHTTP1(http.engine.Stats)
+		s.ops.CountHTTP2Backends(http.engine.H2BackendStats)
 	}
 	xdp := newXDPPlane(o.Logger) // the XDP directors (server/xdpplane.go)
 	s.planes = append(s.planes, xdp)
