@@ -10,8 +10,8 @@
 // of that name (an h2c one too: the first bytes tell HTTP/2 from HTTP/1.1), ServeTLS a TLS one
 // (it must lend its descriptor: the shards accept from it with raw accept4); Shutdown stops
 // accepting, closes idle connections and waits for the requests in flight; Stats reports what
-// the engine counts (responses by class, retries and hedges are the core's; package admin
-// shows Stats on /metrics). Package server serves every listener of every configuration with
+// the engine counts and H2BackendStats what its HTTP/2 backend connections do (responses by
+// class, retries and hedges are the core's; package admin shows both on /metrics). Package server serves every listener of every configuration with
 // it on Linux (server/h1plane.go; the fasthttp plane serves only where the engine does not
 // exist).
 //
