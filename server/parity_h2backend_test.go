@@ -1,8 +1,15 @@
 package server_test
 
 import (
+	"bytes"
+	"crypto/sha256"
+	"crypto/tls"
+	"fmt"
+	"io"
+	"net/http"
 	"strings"
 	"testing"
+	"time"
 )
 
 // Parity rows through HTTP/2 backends: the parity cases that reach a backend run again with
@@ -106,10 +113,11 @@ pools: [{name: p, balancer: roundrobin, retries: {attempts: 2}, backends: [{addr
 		steps:    []step{{want: pwant{status: 502, reach: "B0", term: "SH", pool: "p"}}},
 	},
 	{
+		// Refused by Ballast (P: errH2Upgrade) before any head went out (H).
 		name:  "Upgrade to an HTTP/2 pool: 502",
 		yaml:  routeWith(""),
-		only:  h1only,                                                                                                                                         // an HTTP/2 request carries no Upgrade
-		steps: []step{{req: preq{header: [][2]string{{"Connection", "Upgrade"}, {"Upgrade", "websocket"}}}, want: pwant{status: 502, term: "PH", pool: "p"}}}, // refused by Ballast (P) before any head (H)
+		only:  h1only, // an HTTP/2 request carries no Upgrade
+		steps: []step{{req: preq{header: [][2]string{{"Connection", "Upgrade"}, {"Upgrade", "websocket"}}}, want: pwant{status: 502, term: "PH", pool: "p"}}},
 	},
 	{
 		name:     "response timeout: 504, the stream reset",
@@ -202,6 +210,22 @@ func TestParityH2Backends(t *testing.T) {
 						}
 						results[tr.name] = runParityOver(t, pc, tr, proto)
 					}
+					// The same forwarding as to an HTTP/1.1 backend: the fields, the target, the
+					// body (the first transport's run, once more with the case's own pools).
+					if !h2Only(pc.name) {
+						tr := transports[0]
+						if pc.only != nil {
+							tr = transportNamed(pc.only[0])
+						}
+						h1 := runParityOver(t, pc, tr, "")
+						for i, r := range results[tr.name] {
+							if i < len(h1) && h1[i].head != "" && r.head != "" {
+								if g, b := r.canonical(), asHTTP2(h1[i]).canonical(); g != b {
+									t.Errorf("%s step %d: the HTTP/2 backend got\n%s\nthe HTTP/1.1 backend got\n%s", tr.name, i, g, b)
+								}
+							}
+						}
+					}
 					for _, tr := range transports {
 						got, ok := results[tr.name]
 						base, bok := results[tr.baseline]
@@ -235,4 +259,118 @@ func TestH2BackendYAML(t *testing.T) {
 	if got, _ = h2BackendYAML(yaml, true, "h2"); strings.Contains(got, "tls:") {
 		t.Errorf("h2 for a pool with tls already: %s", got)
 	}
+}
+
+func h2Only(name string) bool {
+	for _, pc := range h2Cases {
+		if pc.name == name {
+			return true
+		}
+	}
+	return false
+}
+
+func transportNamed(name string) transport {
+	for _, tr := range transports {
+		if tr.name == name {
+			return tr
+		}
+	}
+	panic("no transport " + name)
+}
+
+// asHTTP2 is what an HTTP/1.1 backend's request becomes over HTTP/2: the request line's
+// version HTTP/2.0, the fields HTTP/2 has no place for (RFC 9113 §8.2.2) left out.
+func asHTTP2(r recorded) recorded {
+	line, rest, _ := strings.Cut(r.head, "\r\n")
+	var b strings.Builder
+	b.WriteString(strings.Replace(line, " HTTP/1.1", " HTTP/2.0", 1) + "\r\n")
+	for _, l := range strings.SplitAfter(rest, "\r\n") {
+		k, _, _ := strings.Cut(l, ":")
+		switch strings.ToLower(strings.TrimSpace(k)) {
+		case "connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade":
+			continue
+		}
+		b.WriteString(l)
+	}
+	r.head = b.String()
+	return r
+}
+
+// TestParityH2Backend64MiB: 64 MiB up and 64 MiB down through a pool of protocol h2c and h2,
+// from net/http's clients over HTTP/1.1, HTTP/1.1 over TLS, h2 and h2c (the PROXY transports
+// differ from these only before the first request): the raw HTTP/2 backend gets every byte of
+// the upload in DATA frames within its windows, and the client every byte of the download,
+// which the backend sends within Ballast's windows.
+func TestParityH2Backend64MiB(t *testing.T) {
+	const size = 64 << 20
+	pattern := make([]byte, size)
+	for i := range pattern {
+		pattern[i] = byte(i*7 + i>>16)
+	}
+	sum := sha256.Sum256(pattern)
+	big := fmt.Sprintf("HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\nContent-Length: %d\r\n\r\n%s", size, pattern)
+	for _, proto := range []string{"h2c", "h2"} {
+		t.Run(proto, func(t *testing.T) {
+			for _, trName := range []string{"http1", "http1-tls", "h2", "h2c"} {
+				t.Run(trName, func(t *testing.T) {
+					tr := transportNamed(trName)
+					yaml, tlsB := h2BackendYAML(routeWith(""), false, proto)
+					var tc *tls.Config
+					if tlsB {
+						tc, yaml = parityBackendTLS(t, yaml)
+					}
+					b := newH2RawBackend(t, tc, okAnswer, big)
+					env := startParity(t, "", yaml, []*rawBackend{b})
+					c := bodyClient(tr, env.srv.Addr(tr.listener).String())
+					defer c.CloseIdleConnections()
+					scheme := "http"
+					if tr.tls {
+						scheme = "https"
+					}
+					base := scheme + "://" + env.srv.Addr(tr.listener).String()
+					resp, err := c.Post(base+"/up", "application/octet-stream", bytes.NewReader(pattern))
+					if err != nil {
+						t.Fatal(err)
+					}
+					_, _ = io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+					if resp.StatusCode != 200 || b.count() != 1 {
+						t.Fatalf("upload: %d, %d requests at the backend", resp.StatusCode, b.count())
+					}
+					if up := b.last(); up.h2 == nil || len(up.body) != size || sha256.Sum256(up.body) != sum || up.h2.data < size/(1<<20) {
+						t.Errorf("upload: the backend got %d bytes (HTTP/2 %v), want %d intact in DATA frames", len(up.body), up.h2 != nil, size)
+					}
+					resp, err = c.Get(base + "/down")
+					if err != nil {
+						t.Fatal(err)
+					}
+					h := sha256.New()
+					n, err := io.Copy(h, resp.Body)
+					resp.Body.Close()
+					if err != nil || resp.StatusCode != 200 || n != size || !bytes.Equal(h.Sum(nil), sum[:]) {
+						t.Errorf("download: %d, %d bytes (%v), intact %v", resp.StatusCode, n, err, bytes.Equal(h.Sum(nil), sum[:]))
+					}
+					if tr.h2 != (resp.ProtoMajor == 2) {
+						t.Errorf("download over %s: %s", tr.name, resp.Proto)
+					}
+				})
+			}
+		})
+	}
+}
+
+// bodyClient is a net/http client over tr (not a PROXY one) to addr.
+func bodyClient(tr transport, addr string) *http.Client {
+	ht := &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true, ServerName: "app.test"}}
+	ht.Protocols = new(http.Protocols)
+	switch {
+	case tr.h2 && tr.tls:
+		ht.Protocols.SetHTTP2(true)
+	case tr.h2:
+		ht.Protocols.SetUnencryptedHTTP2(true)
+	default:
+		ht.Protocols.SetHTTP1(true)
+	}
+	return &http.Client{Timeout: 2 * time.Minute, Transport: ht}
 }
