@@ -29,6 +29,7 @@ import (
 //	h2:refuse   RST_STREAM(REFUSED_STREAM): not processed
 //	h2:reset    RST_STREAM(INTERNAL_ERROR) after the whole request: maybe processed
 //	h2:goaway   GOAWAY(last stream 0, NO_ERROR), then the connection closes: not processed
+//	h2:goaway-last  GOAWAY(last stream this one), then the connection closes: maybe processed
 //	h2:close    the connection closes without a word: maybe processed
 //
 // A backend's answers separated by thenAnswer are used in turn (the last repeats).
@@ -285,8 +286,12 @@ func (hc *h2BConn) ended(s *h2BStream) {
 		s.gone = true
 		hc.writeLocked(func() error { return hc.fr.WriteRSTStream(s.id, code) })
 		return
-	case "h2:goaway":
-		hc.writeLocked(func() error { return hc.fr.WriteGoAway(0, http2.ErrCodeNo, nil) })
+	case "h2:goaway", "h2:goaway-last":
+		last := uint32(0)
+		if answer == "h2:goaway-last" {
+			last = s.id
+		}
+		hc.writeLocked(func() error { return hc.fr.WriteGoAway(last, http2.ErrCodeNo, nil) })
 		hc.dead = true
 		hc.c.Close()
 		return

@@ -107,6 +107,18 @@ pools: [{name: p, balancer: roundrobin, retries: {attempts: 2}, backends: [{addr
 		},
 	},
 	{
+		name: "a GET a GOAWAY counted as processed is retried on another backend, a POST is not",
+		yaml: `
+routes: [{pool: p}]
+pools: [{name: p, balancer: roundrobin, retries: {attempts: 2}, backends: [{address: "{B0}"}, {address: "{B1}"}]}]
+`,
+		backends: []string{"h2:goaway-last"},
+		steps: []step{
+			{want: pwant{status: 200, reach: "B0", also: "B1", term: "--", pool: "p", retries: 1}},
+			{req: preq{method: "POST", body: "once"}, want: pwant{status: 502, reach: "B0", term: "SH", pool: "p"}},
+		},
+	},
+	{
 		name:     "a response with a connection field is malformed: 502",
 		yaml:     routeWith(""),
 		backends: []string{"HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 2\r\n\r\nok"},
