@@ -936,8 +936,10 @@ func (hs *h2bStream) renderHead(r *h2mux.Response, end bool) {
 	b = append(b, ' ')
 	b = append(b, fasthttp.StatusMessage(r.Status)...)
 	b = append(b, "\r\n"...)
+	announced := false // trailers announced (RFC 9110 §6.6.2)
 	for _, f := range r.Fields {
 		b = append(append(append(append(b, f.Name...), ": "...), f.Value...), "\r\n"...)
+		announced = announced || f.Name == "trailer"
 	}
 	head := hs.bc.a != nil && hs.bc.a.ex.method == mHead
 	switch {
@@ -948,7 +950,10 @@ func (hs *h2bStream) renderHead(r *h2mux.Response, end bool) {
 			b = append(b, "content-length: 0\r\n"...)
 		}
 		hs.rmode = hmDrop
-	case r.ContentLength >= 0:
+	case r.ContentLength >= 0 && !(announced && hs.toH2Client()):
+		// (A body with a length and announced trailers goes chunked to an HTTP/2 client, its
+		// content-length kept, so that the trailers follow it; an HTTP/1.1 client's
+		// Content-Length body cannot carry them: dropped, as RFC 9110 §6.5.1 allows.)
 		hs.rmode = hmLength
 	default:
 		b = append(b, "transfer-encoding: chunked\r\n"...)
@@ -958,6 +963,15 @@ func (hs *h2bStream) renderHead(r *h2mux.Response, end bool) {
 	if end {
 		hs.responseEnded()
 	}
+}
+
+// toH2Client reports a stream whose response goes to an HTTP/2 client.
+func (hs *h2bStream) toH2Client() bool {
+	if hs.bc.a == nil {
+		return false
+	}
+	_, ok := hs.bc.a.ex.c.(*h2stream)
+	return ok
 }
 
 // responseEnded and requestEnded note either side's END_STREAM: with both, the Conn recycles
