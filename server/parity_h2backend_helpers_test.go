@@ -315,6 +315,11 @@ func (hc *h2BConn) ended(s *h2BStream) {
 // answer sends an HTTP/1.1 answer's HTTP/2 equivalent on s.
 func (hc *h2BConn) answer(s *h2BStream, answer string) {
 	status, fields, pieces, trailers := h2Translate(answer)
+	for _, f := range s.rec.h2.pseudo {
+		if f.Name == ":method" && f.Value == "HEAD" {
+			pieces = nil // the head only, its content-length kept
+		}
+	}
 	hc.mu.Lock()
 	defer hc.mu.Unlock()
 	header := func(fs []hpack.HeaderField, end bool) bool {

@@ -50,6 +50,29 @@ var h2Cases = []parityCase{
 			header: map[string]string{"Content-Length": "", "Content-Type": "text/plain"}, trailer: map[string]string{"X-Checksum": "abc", "Grpc-Status": "0"}}}},
 	},
 	{
+		// (Found by this case: they were dropped for HTTP/2 clients too; h2backend.go renderHead.)
+		name:     "announced trailers after a body with a content-length reach HTTP/2 clients",
+		yaml:     routeWith(""),
+		backends: []string{trailersWithLength},
+		only:     []string{"h2", "h2c", "h2-proxy"},
+		steps: []step{{want: pwant{status: 200, body: "onetwo", reach: "B0", term: "--", pool: "p",
+			header: map[string]string{"Content-Length": "6", "Trailer": "X-Checksum"}, trailer: map[string]string{"X-Checksum": "abc"}}}},
+	},
+	{
+		name:     "trailers after a body with a content-length are dropped for HTTP/1.1 clients",
+		yaml:     routeWith(""),
+		backends: []string{trailersWithLength},
+		only:     h1only, // a Content-Length body has no trailer section (RFC 9112 §6.5)
+		steps: []step{{want: pwant{status: 200, body: "onetwo", reach: "B0", term: "--", pool: "p",
+			header: map[string]string{"Content-Length": "6"}, trailer: map[string]string{"X-Checksum": ""}}}},
+	},
+	{
+		name: "HEAD: the length without a body",
+		yaml: routeWith(""),
+		steps: []step{{req: preq{method: "HEAD"}, want: pwant{status: 200, reach: "B0", line: "HEAD / HTTP/1.1", term: "--", pool: "p",
+			header: map[string]string{"Content-Length": "2"}}}},
+	},
+	{
 		name: "chunked request body reaches the backend as DATA without a length",
 		yaml: routeWith(""),
 		steps: []step{{req: preq{method: "POST", target: "/up", body: "hello, world", chunked: true}, want: pwant{
@@ -138,6 +161,10 @@ pools: [{name: p, balancer: roundrobin, retries: {attempts: 2}, backends: [{addr
 		steps:    []step{{want: pwant{status: 504, reach: "B0", term: "sH", pool: "p", hungUp: true}}},
 	},
 }
+
+// trailersWithLength is, from the raw HTTP/2 backend, a body of 6 bytes with content-length 6
+// in two DATA frames, then trailers it announced.
+const trailersWithLength = "HTTP/1.1 200 OK\r\nContent-Length: 6\r\nTrailer: X-Checksum\r\nTransfer-Encoding: chunked\r\n\r\n3\r\none\r\n3\r\ntwo\r\n0\r\nX-Checksum: abc\r\n\r\n"
 
 // h2BackendYAML gives every pool of yaml (each a flow mapping "{name: ...}" after "pools:")
 // protocol proto: h2c, or h2 over TLS (a pool without tls gets the cases' backend TLS, {CA}).
