@@ -67,6 +67,15 @@ var h2Cases = []parityCase{
 			header: map[string]string{"Content-Length": "6"}, trailer: map[string]string{"X-Checksum": ""}}}},
 	},
 	{
+		name:     "a request head larger than a frame reaches the backend in CONTINUATION frames",
+		listener: "max_header_bytes: 65536",
+		yaml:     routeWith(""),
+		only:     h1only, // the suite's raw HTTP/2 client sends one HEADERS frame, within 16 KiB
+		steps: []step{{req: preq{header: [][2]string{{"X-Big", strings.Repeat("b", 30000)}, {"X-After", "1"}}}, want: pwant{
+			status: 200, reach: "B0", term: "--", pool: "p", seen: map[string]string{"X-Big": strings.Repeat("b", 30000), "X-After": "1"},
+		}}},
+	},
+	{
 		name: "HEAD: the length without a body",
 		yaml: routeWith(""),
 		steps: []step{{req: preq{method: "HEAD"}, want: pwant{status: 200, reach: "B0", line: "HEAD / HTTP/1.1", term: "--", pool: "p",
