@@ -249,6 +249,9 @@ func (c *liveCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range http1Descs {
 		ch <- d
 	}
+	for _, d := range h2bDescs {
+		ch <- d
+	}
 	for _, d := range []*prometheus.Desc{dHAState, dHAPriority, dHAMasterPrio, dHASent, dHAReceived, dHAErrors, dHATransitions, dHAMasters, dHAARP, dHAFlowsSent, dHAFlowsDropped, dHAFlowsRecv, dHAFlowsInst} {
 		ch <- d
 	}
@@ -260,6 +263,7 @@ func (c *liveCollector) Collect(ch chan<- prometheus.Metric) {
 	c.collectBGP(ch)
 	c.collectHTTP2(ch)
 	c.collectHTTP1(ch)
+	c.collectHTTP2Backends(ch)
 	st := c.p.cur.Load()
 	if st == nil {
 		return

@@ -59,6 +59,8 @@ type Plane struct {
 
 	cur atomic.Pointer[state]
 
+	h2b atomic.Pointer[func() h1.H2BackendStats] // CountHTTP2Backends (admin/h2backend.go)
+
 	mu    sync.Mutex
 	srv   *http.Server
 	ln    net.Listener

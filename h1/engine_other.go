@@ -36,3 +36,4 @@ func (e *Engine) Shutdown(ctx context.Context) error      { return nil }
 func (e *Engine) SetProxyTrust(t proxyproto.Trust)        {}
 func (e *Engine) ProxyRefused(name string) (uint64, bool) { return 0, false }
 func (e *Engine) Stats() Stats                            { return Stats{} }
+func (e *Engine) H2BackendStats() H2BackendStats          { return H2BackendStats{} }

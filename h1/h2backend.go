@@ -94,26 +94,7 @@ type h2bShard struct {
 }
 
 type h2bStats struct {
-	conns, connects, streams, waits, overflows, goaways, refused atomic.Int64
-}
-
-// H2BackendStats are the engine's counters of HTTP/2 backends (pools with protocol h2c and h2).
-type H2BackendStats struct {
-	Conns     int64 // open HTTP/2 backend connections
-	Connects  int64 // connections opened
-	Streams   int64 // streams opened (requests sent)
-	Waits     int64 // streams that waited for a slot (every connection full, no more allowed)
-	Overflows int64 // attempts failed at once: h2bMaxWaiting streams were waiting already
-	GoAways   int64 // GOAWAY frames from backends
-	Refused   int64 // streams the backend refused (above a GOAWAY's last-stream-id, or REFUSED_STREAM): sent again
-	// Mux holds the HTTP/2 client connections' protocol counters (stall resets, PING
-	// timeouts, malformed responses, ...).
-	Mux H2MuxStats
-}
-
-// H2MuxStats are the h2mux counters that matter on the client side.
-type H2MuxStats struct {
-	StreamErrors, MalformedResponses, StallResets, ConnErrors, PingTimeouts, RefusedStreams, PeerResets uint64
+	conns, connects, streams, waiting, waits, overflows, goaways, refused, connectFailures, tlsFailures atomic.Int64
 }
 
 // H2BackendStats sums the shards' HTTP/2 backend counters.
@@ -124,10 +105,13 @@ func (e *Engine) H2BackendStats() H2BackendStats {
 		s.Conns += st.conns.Load()
 		s.Connects += st.connects.Load()
 		s.Streams += st.streams.Load()
+		s.Waiting += st.waiting.Load()
 		s.Waits += st.waits.Load()
 		s.Overflows += st.overflows.Load()
 		s.GoAways += st.goaways.Load()
 		s.Refused += st.refused.Load()
+		s.ConnectFailures += st.connectFailures.Load()
+		s.TLSFailures += st.tlsFailures.Load()
 		s.Mux.StreamErrors += m.StreamErrors.Load()
 		s.Mux.MalformedResponses += m.MalformedResponses.Load()
 		s.Mux.StallResets += m.StallResets.Load()
@@ -135,6 +119,7 @@ func (e *Engine) H2BackendStats() H2BackendStats {
 		s.Mux.PingTimeouts += m.PingTimeouts.Load()
 		s.Mux.RefusedStreams += m.RefusedStreams.Load()
 		s.Mux.PeerResets += m.ClientResets.Load()
+		s.Mux.FieldsDropped += m.ResponseFieldsDropped.Load()
 	}
 	return s
 }
@@ -275,6 +260,7 @@ func (a *attempt) connectH2(ap netip.AddrPort) {
 	bc.arm(bConnect, sh.now+int64(ex.ps.ConnectTimeout))
 	hs.waiting = true
 	pool.waiting = append(pool.waiting, hs)
+	sh.h2b.st.waiting.Add(1)
 	if len(pool.conns) < h2bMaxConns && !pool.connecting() {
 		sh.dialH2(a.b, pool, ap, ex.ps)
 	} else {
@@ -326,6 +312,7 @@ func (p *h2bPool) dispatch(sh *shard, ap netip.AddrPort, ps *httpcore.Pool) {
 		p.waiting[0] = nil
 		p.waiting = p.waiting[1:]
 		hs.waiting = false
+		sh.h2b.st.waiting.Add(-1)
 		if !live {
 			continue
 		}
@@ -366,8 +353,9 @@ func (sh *shard) dialH2(b *upstream.Backend, pool *h2bPool, ap netip.AddrPort, p
 	done, err := sh.s.Connect(&c.FD, ap, c)
 	if err != nil {
 		sh.st.connectFailures.Add(1)
+		sh.h2b.st.connectFailures.Add(1)
 		c.dead = true
-		pool.failWaiting(err)
+		pool.failWaiting(sh, err)
 		return
 	}
 	pool.conns = append(pool.conns, c)
@@ -384,11 +372,12 @@ func (sh *shard) dialH2(b *upstream.Backend, pool *h2bPool, ap netip.AddrPort, p
 }
 
 // failWaiting fails the streams waiting for a connection that could not be made.
-func (p *h2bPool) failWaiting(err error) {
+func (p *h2bPool) failWaiting(sh *shard, err error) {
 	w := p.waiting
 	p.waiting = nil
 	for _, hs := range w {
 		hs.waiting = false
+		sh.h2b.st.waiting.Add(-1)
 		if bc := hs.bc; bc != nil && bc.gen == hs.gen && bc.a != nil {
 			bc.sh.st.connectFailures.Add(1)
 			bc.a.failed(httpcore.Connect, err)
@@ -947,8 +936,10 @@ func (hs *h2bStream) renderHead(r *h2mux.Response, end bool) {
 	b = append(b, ' ')
 	b = append(b, fasthttp.StatusMessage(r.Status)...)
 	b = append(b, "\r\n"...)
+	announced := false // trailers announced (RFC 9110 §6.6.2)
 	for _, f := range r.Fields {
 		b = append(append(append(append(b, f.Name...), ": "...), f.Value...), "\r\n"...)
+		announced = announced || f.Name == "trailer"
 	}
 	head := hs.bc.a != nil && hs.bc.a.ex.method == mHead
 	switch {
@@ -959,7 +950,10 @@ func (hs *h2bStream) renderHead(r *h2mux.Response, end bool) {
 			b = append(b, "content-length: 0\r\n"...)
 		}
 		hs.rmode = hmDrop
-	case r.ContentLength >= 0:
+	case r.ContentLength >= 0 && !(announced && hs.toH2Client()):
+		// (A body with a length and announced trailers goes chunked to an HTTP/2 client, its
+		// content-length kept, so that the trailers follow it; an HTTP/1.1 client's
+		// Content-Length body cannot carry them: dropped, as RFC 9110 §6.5.1 allows.)
 		hs.rmode = hmLength
 	default:
 		b = append(b, "transfer-encoding: chunked\r\n"...)
@@ -969,6 +963,15 @@ func (hs *h2bStream) renderHead(r *h2mux.Response, end bool) {
 	if end {
 		hs.responseEnded()
 	}
+}
+
+// toH2Client reports a stream whose response goes to an HTTP/2 client.
+func (hs *h2bStream) toH2Client() bool {
+	if hs.bc.a == nil {
+		return false
+	}
+	_, ok := hs.bc.a.ex.c.(*h2stream)
+	return ok
 }
 
 // responseEnded and requestEnded note either side's END_STREAM: with both, the Conn recycles
@@ -1000,6 +1003,7 @@ func (bc *backendConn) closeH2() {
 		for i, w := range p.waiting {
 			if w == hs {
 				p.waiting = append(p.waiting[:i], p.waiting[i+1:]...)
+				sh.h2b.st.waiting.Add(-1)
 				break
 			}
 		}

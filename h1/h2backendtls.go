@@ -114,6 +114,7 @@ func (h *h2bHandshake) Run(s *evloop.Shard) {
 // handshakeFailed: the handshake failed, timed out or negotiated no h2.
 func (c *h2bConn) handshakeFailed(err error) {
 	c.sh.st.backendTLSFailures.Add(1)
+	c.sh.h2b.st.tlsFailures.Add(1)
 	c.sh.e.logger.Warn("backend TLS handshake failed", "backend", c.b.Address, "err", err)
 	c.fail(err)
 }
@@ -124,6 +125,7 @@ func (c *h2bConn) handshakeFailed(err error) {
 // backend that refuses connections would be dialled in a loop until the streams' timers).
 func (c *h2bConn) fail(err error) {
 	c.connecting = false
+	c.sh.h2b.st.connectFailures.Add(1)
 	p := c.pool
 	w := p.waiting
 	p.waiting = nil
@@ -134,7 +136,7 @@ func (c *h2bConn) fail(err error) {
 		p.dispatch(c.sh, netip.AddrPort{}, c.ps) // slots only: no new connection
 		return
 	}
-	p.failWaiting(err)
+	p.failWaiting(c.sh, err)
 }
 
 // closeTLS ends the connection's TLS before its descriptor closes: a handshake in progress

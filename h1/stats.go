@@ -28,3 +28,35 @@ type Stats struct {
 	CompressDeclined          int64 // responses sent as they are: maxEncoders were in use
 	Encoders                  int64 // encoders in use (responses being compressed)
 }
+
+// H2BackendStats are the engine's counters of HTTP/2 backends (pools with protocol h2c and
+// h2, h2backend.go), summed over its shards and every such pool (Engine.H2BackendStats; they
+// are kept per shard, not per pool). Package admin shows every field on /metrics
+// (ballast_http2_backend_*). Off Linux they are zero.
+type H2BackendStats struct {
+	Conns           int64 // open HTTP/2 backend connections (connecting, in use or idle)
+	Connects        int64 // connections dialled
+	ConnectFailures int64 // connections that could not be made (refused, timed out, TLS): their waiting streams failed or waited on
+	TLSFailures     int64 // of which: TLS handshakes that failed, timed out or did not negotiate h2 (protocol h2)
+	Streams         int64 // streams opened (requests sent)
+	Waiting         int64 // streams waiting for a slot now (every connection full or still connecting)
+	Waits           int64 // streams that waited for a slot (every connection full, no more allowed)
+	Overflows       int64 // attempts failed at once (502): h2bMaxWaiting streams were waiting already
+	GoAways         int64 // GOAWAY frames from backends
+	Refused         int64 // streams the backend refused (above a GOAWAY's last-stream-id, or REFUSED_STREAM): sent again
+	// Mux holds the HTTP/2 client connections' protocol counters (stall resets, PING
+	// timeouts, malformed responses, ...).
+	Mux H2MuxStats
+}
+
+// H2MuxStats are the h2mux counters that matter on the client side.
+type H2MuxStats struct {
+	StreamErrors       uint64 // streams reset for the backend's protocol errors
+	MalformedResponses uint64 // of which: response heads or bodies that violate RFC 9113 §8
+	StallResets        uint64 // streams reset after the stall timeout without window
+	ConnErrors         uint64 // connections ended by a connection error (all causes)
+	PingTimeouts       uint64 // of which: no answer to a PING after silence
+	RefusedStreams     uint64 // streams above a GOAWAY's last-stream-id
+	PeerResets         uint64 // RST_STREAM from the backend
+	FieldsDropped      uint64 // request fields left out (connection-specific or invalid)
+}

@@ -77,6 +77,7 @@ type preq struct {
 	partial bool          // send headers without ending the stream (HTTP/2) and wait for the answer
 	chunked bool          // HTTP/1: send the body chunked; HTTP/2: without content-length
 	cookie  bool          // send the cookie an earlier step's Set-Cookie set (pwant.capture)
+	trailer [][2]string   // trailers after the body: chunked (HTTP/1), trailing HEADERS (HTTP/2)
 }
 
 func (r preq) withDefaults() preq {
@@ -97,10 +98,11 @@ func (r preq) withDefaults() preq {
 
 // presp is what the client got.
 type presp struct {
-	status int
-	header http.Header
-	body   []byte
-	reset  bool // the stream was reset or the connection closed without a response
+	status  int
+	header  http.Header
+	body    []byte
+	trailer http.Header
+	reset   bool // the stream was reset or the connection closed without a response
 }
 
 // dial connects to addr over tr.
@@ -169,7 +171,11 @@ func h1Request(r preq) string {
 	switch {
 	case r.partial:
 	case r.chunked:
-		fmt.Fprintf(&b, "%x\r\n%s\r\n0\r\n\r\n", len(r.body), r.body)
+		fmt.Fprintf(&b, "%x\r\n%s\r\n0\r\n", len(r.body), r.body)
+		for _, f := range r.trailer {
+			fmt.Fprintf(&b, "%s: %s\r\n", f[0], f[1])
+		}
+		b.WriteString("\r\n")
 	default:
 		b.WriteString(r.body)
 	}
@@ -196,7 +202,7 @@ func h1Do(t *testing.T, c net.Conn, r preq) presp {
 	}
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(resp.Body)
-	return presp{status: resp.StatusCode, header: resp.Header, body: body}
+	return presp{status: resp.StatusCode, header: resp.Header, body: body, trailer: resp.Trailer}
 }
 
 // h2Do sends r as the only stream of a fresh HTTP/2 connection on c.
@@ -270,8 +276,17 @@ func (h *h2conn) do(t *testing.T, id uint32, r preq) presp {
 		return presp{reset: true} // the connection was closed under the write
 	}
 	if r.body != "" && !r.partial {
-		if err := fr.WriteData(id, true, []byte(r.body)); err != nil {
+		if err := fr.WriteData(id, len(r.trailer) == 0, []byte(r.body)); err != nil {
 			t.Fatal(err)
+		}
+		if len(r.trailer) > 0 {
+			h.hb.Reset()
+			for _, f := range r.trailer {
+				field(strings.ToLower(f[0]), f[1])
+			}
+			if err := fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: h.hb.Bytes(), EndHeaders: true, EndStream: true}); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
 	if r.leave > 0 {
@@ -310,6 +325,8 @@ func (h *h2conn) do(t *testing.T, id uint32, r preq) presp {
 			}
 			if out.status == 0 {
 				out.status, out.header = st, hdr
+			} else if st == 0 {
+				out.trailer = hdr
 			}
 			if f.StreamEnded() {
 				return out
@@ -350,6 +367,7 @@ func hasField(h [][2]string, name string) bool {
 type recorded struct {
 	head string // the request line and fields, as sent
 	body []byte
+	h2   *h2Record // an HTTP/2 backend's: the stream as sent (head is made from it)
 }
 
 // rawBackend is a backend on a loopback port that records every request byte for byte and
@@ -361,6 +379,7 @@ type rawBackend struct {
 	mu      sync.Mutex
 	reqs    []recorded
 	closed  chan struct{} // a "hang" connection was closed by the proxy
+	h2      bool          // it speaks HTTP/2 (serveH2)
 }
 
 func newRawBackend(t *testing.T, answers ...string) *rawBackend {
@@ -370,6 +389,13 @@ func newRawBackend(t *testing.T, answers ...string) *rawBackend {
 
 // newRawBackendTLS is newRawBackend serving TLS with tc when tc is not nil (a pool with tls).
 func newRawBackendTLS(t *testing.T, tc *tls.Config, answers ...string) *rawBackend {
+	t.Helper()
+	return newRawBackendProto(t, tc, false, answers...)
+}
+
+// newRawBackendProto is newRawBackendTLS speaking HTTP/2 when h2 is set
+// (parity_h2backend_helpers_test.go).
+func newRawBackendProto(t *testing.T, tc *tls.Config, h2 bool, answers ...string) *rawBackend {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -381,7 +407,7 @@ func newRawBackendTLS(t *testing.T, tc *tls.Config, answers ...string) *rawBacke
 	if len(answers) == 0 {
 		answers = []string{okAnswer}
 	}
-	rb := &rawBackend{ln: ln, answers: answers, closed: make(chan struct{}, 16)}
+	rb := &rawBackend{ln: ln, answers: answers, closed: make(chan struct{}, 16), h2: h2}
 	var wg sync.WaitGroup
 	var conns []net.Conn
 	go func() {
@@ -394,7 +420,14 @@ func newRawBackendTLS(t *testing.T, tc *tls.Config, answers ...string) *rawBacke
 			conns = append(conns, c)
 			rb.mu.Unlock()
 			wg.Add(1)
-			go func() { defer wg.Done(); rb.serve(c) }()
+			go func() {
+				defer wg.Done()
+				if rb.h2 {
+					rb.serveH2(c)
+				} else {
+					rb.serve(c)
+				}
+			}()
 		}
 	}()
 	t.Cleanup(func() {

@@ -43,6 +43,13 @@ type pwant struct {
 	hungUp bool
 	// capture keeps the cookie the response's Set-Cookie sets, for a later step's preq.cookie.
 	capture bool
+	// also: a second backend the request reaches (a retry); trailer: the response's trailers
+	// (matchValue); seenBody, seenTrailer: the body and trailers the backend gets (trailers
+	// only from an HTTP/2 backend, which records them).
+	also        string
+	trailer     map[string]string
+	seenBody    string
+	seenTrailer map[string]string
 }
 
 type parityCase struct {
@@ -669,20 +676,35 @@ func contains(list []string, s string) bool {
 // runParity runs one case over one transport on a fresh server and returns what the backend
 // received at each step (the zero record where it received nothing).
 func runParity(t *testing.T, pc parityCase, tr transport) []recorded {
+	return runParityOver(t, pc, tr, "")
+}
+
+// runParityOver is runParity with the case's pools reaching their backends over proto: ""
+// (HTTP/1.1, as the case says), "h2c" or "h2" (parity_h2backend_test.go).
+func runParityOver(t *testing.T, pc parityCase, tr transport, proto string) []recorded {
 	var backends []*rawBackend
 	answers := pc.backends
 	if answers == nil {
 		answers = []string{okAnswer}
 	}
 	var tc *tls.Config
-	yaml := pc.yaml
-	if pc.tlsBackends {
+	yaml, tlsBackends := pc.yaml, pc.tlsBackends
+	if proto != "" {
+		yaml, tlsBackends = h2BackendYAML(yaml, tlsBackends, proto)
+	}
+	if tlsBackends {
 		tc, yaml = parityBackendTLS(t, yaml)
 	}
-	for _, a := range answers {
-		backends = append(backends, newRawBackendTLS(t, tc, a))
+	backend := func(answers ...string) *rawBackend {
+		if proto != "" {
+			return newH2RawBackend(t, tc, answers...)
+		}
+		return newRawBackendTLS(t, tc, answers...)
 	}
-	backends = append(backends, newRawBackendTLS(t, tc)) // B1, for cases that need a second
+	for _, a := range answers {
+		backends = append(backends, backend(strings.Split(a, thenAnswer)...))
+	}
+	backends = append(backends, backend()) // B1, for cases that need a second
 	env := startParity(t, pc.listener, yaml, backends)
 	addr := env.srv.Addr(tr.listener).String()
 	var seen []recorded
@@ -707,12 +729,20 @@ func runParity(t *testing.T, pc parityCase, tr transport) []recorded {
 			name := fmt.Sprintf("B%d", j)
 			reached := b.count() > counts[j]
 			switch {
-			case reached && w.reach != name:
+			case reached && w.reach != name && w.also != name:
 				t.Errorf("%s: backend %s got the request, want %q", where, name, w.reach)
-			case !reached && w.reach == name:
+			case !reached && (w.reach == name || w.also == name):
 				t.Errorf("%s: backend %s did not get the request", where, name)
+			case reached && name == w.also:
+				if proto != "" {
+					checkH2Record(t, where, b.last(), proto)
+				}
 			case reached:
 				rec = b.last()
+				if proto != "" {
+					w.line = strings.Replace(w.line, " HTTP/1.1", " HTTP/2.0", 1)
+					checkH2Record(t, where, rec, proto)
+				}
 				checkBackend(t, where, rec, w, backends)
 			}
 		}
@@ -756,6 +786,11 @@ func checkAnswer(t *testing.T, where string, got presp, w pwant, backends []*raw
 			t.Errorf("%s: response %s = %q, want %q", where, k, got.header.Values(k), v)
 		}
 	}
+	for k, v := range w.trailer {
+		if !matchValue(got.trailer.Values(k), v) {
+			t.Errorf("%s: response trailer %s = %q, want %q", where, k, got.trailer.Values(k), v)
+		}
+	}
 	body := got.body
 	want := w.body
 	if rest, ok := strings.CutPrefix(want, "gzip:"); ok {
@@ -795,6 +830,22 @@ func checkBackend(t *testing.T, where string, rec recorded, w pwant, backends []
 	for k, v := range w.seen {
 		if !matchValue(f.Values(k), expand(v, backends)) {
 			t.Errorf("%s: the backend got %s = %q, want %q", where, k, f.Values(k), v)
+		}
+	}
+	if w.seenBody != "" && string(rec.body) != w.seenBody {
+		t.Errorf("%s: the backend got the body %q, want %q", where, rec.body, w.seenBody)
+	}
+	for k, v := range w.seenTrailer {
+		var got []string
+		if rec.h2 != nil {
+			for _, f := range rec.h2.trailers {
+				if f.Name == k {
+					got = append(got, f.Value)
+				}
+			}
+		}
+		if !matchValue(got, v) {
+			t.Errorf("%s: the backend got the trailer %s = %q, want %q", where, k, got, v)
 		}
 	}
 }

@@ -71,6 +71,7 @@ func Start(cfg *config.Config, o Options) (*Server, error) {
 	if http.engine != nil {
 		s.ops.CountHTTP1(http.engine.Stats)
 		s.ops.CountHTTP2(http.engine.HTTP2Counters())
+		s.ops.CountHTTP2Backends(http.engine.H2BackendStats)
 	}
 	xdp := newXDPPlane(o.Logger) // the XDP directors (server/xdpplane.go)
 	s.planes = append(s.planes, xdp)
