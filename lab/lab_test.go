@@ -480,7 +480,7 @@ func TestScenariosQuick(t *testing.T) {
 				// roundrobin row sent the same work), and a note says how, or why not.
 				for _, r := range rep.Results {
 					d := r.Detail
-					if name == "heterogeneous" && !strings.Contains(r.Algorithm, "(advise)") && (d.Spread <= 0 || !strings.Contains(d.SpreadFrom, "halves")) {
+					if name == "heterogeneous" && !strings.Contains(r.Algorithm, "(advise)") && (d.Spread < 0 || !strings.Contains(d.SpreadFrom, "halves")) {
 						t.Errorf("%s: spread %v from %q", r.Algorithm, d.Spread, d.SpreadFrom)
 					}
 					if (d.Spread > 0) != strings.Contains(d.RangeGoal, "repeatab") {
