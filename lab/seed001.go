@@ -218,8 +218,11 @@ func rangeNote(r *Report) string {
 		dist += fmt.Sprintf("; of the %d outside with a run of their own, the model drawing that run alone holds %d", ownJudged, ownHeld)
 	}
 	rep := ""
-	if spread > 0 {
+	switch {
+	case spread > 0 && n > in:
 		rep = fmt.Sprintf("; %d of the %d outside within the lab's repeatability of it (a range's ends moved out by the row's measured spread, no more: details.json spread_from; %d of %d rows have one), %d outside that too", within, n-in, spread, n, n-in-within)
+	case spread > 0:
+		rep = fmt.Sprintf(" (%d of %d rows have a measured spread: details.json spread_from)", spread, n)
 	}
 	return fmt.Sprintf("%d of %d rows measured inside the model's range (the goal: all)%s%s; each range is the model's smallest and largest figure over %d runs with different seeds, each run drawing every request's delays from those measured in this scenario (the jitter notes) and the stalls",
 		in, n, rep, dist, runsOf(r))

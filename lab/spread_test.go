@@ -55,6 +55,9 @@ func TestSpreadBand(t *testing.T) {
 		r.Detail.Spread = 3
 		rows = append(rows, r)
 	}
+	if note := rangeNote(&Report{Metric: Throughput, Results: rows[:1]}); !strings.Contains(note, "1 of 1 rows measured inside the model's range (the goal: all) (1 of 1 rows have a measured spread") || strings.Contains(note, "outside") {
+		t.Errorf("all inside: note %q", note)
+	}
 	note := rangeNote(&Report{Metric: Throughput, Results: rows})
 	for _, want := range []string{"1 of 3 rows measured inside the model's range", "1 of the 2 outside within the lab's repeatability of it", "3 of 3 rows have one), 1 outside that too"} {
 		if !strings.Contains(note, want) {
