@@ -362,8 +362,12 @@ func judgeRange(m Metric, row *Result) (inside, judged bool) {
 	w := fmt.Sprintf("width "+f+" %s (%.1f%%)", width, unit, rel)
 	sp := ""
 	spread := row.Detail.Spread
+	fs := f // a makespan's spread may be a fraction of a millisecond
+	if m == Makespan {
+		fs = "%.4f"
+	}
 	if spread > 0 {
-		sp = fmt.Sprintf("; repeatability "+f+" %s", spread, unit)
+		sp = fmt.Sprintf("; repeatability "+fs+" %s", spread, unit)
 	}
 	band := spreadBand(rg, spread)
 	within := false
@@ -377,7 +381,7 @@ func judgeRange(m Metric, row *Result) (inside, judged bool) {
 		if x > rg[1] {
 			side, d = "above", x-rg[1]
 		}
-		row.Detail.RangeGoal = fmt.Sprintf("no, but within the lab's repeatability: "+f+" %s %s the model's range, its spread "+f+" %s; %s", d, unit, side, spread, unit, w)
+		row.Detail.RangeGoal = fmt.Sprintf("no, but within the lab's repeatability: "+f+" %s %s the model's range, its spread "+fs+" %s; %s", d, unit, side, spread, unit, w)
 	case x < rg[0]:
 		row.Detail.RangeGoal = fmt.Sprintf("no: "+f+" %s below; %s", rg[0]-x, unit, w) + sp
 	default:

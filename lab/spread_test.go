@@ -45,6 +45,12 @@ func TestSpreadBand(t *testing.T) {
 			t.Errorf("the model's range moved: %v", row.Predicted.Range.ThroughputRPS)
 		}
 	}
+	// A makespan's spread keeps a tenth of a millisecond.
+	mk := Result{MakespanS: 5.012, Predicted: Figures{MakespanS: 5.005, Range: &FigureRange{MakespanS: [2]float64{5.002, 5.009}, Runs: 100}}}
+	mk.Detail.Spread = 0.0003
+	if in, _ := judgeRange(Makespan, &mk); in || !strings.HasPrefix(mk.Detail.RangeGoal, "no: 0.003 s above; width 0.007 s (0.1%); repeatability 0.0003 s") {
+		t.Errorf("makespan: %v %q", in, mk.Detail.RangeGoal)
+	}
 	if b := spreadBand([2]float64{5.002, 5.009}, 0.002); math.Abs(b[0]-5.0) > 1e-12 || math.Abs(b[1]-5.011) > 1e-12 {
 		t.Errorf("band %v, want [5.000, 5.011]", b)
 	}
