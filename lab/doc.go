@@ -27,7 +27,9 @@
 // Detail.Disturbed a row whose own flow stalls exceeded those of every run its range drew from,
 // Detail.OwnRange the model drawing the row's own run alone, a check of the model, and
 // Detail.DrewFrom which runs the range drew: in heterogeneous those nearest the row's own in
-// flow-stall share). Those scenarios
+// flow-stall share; Detail.Spread the lab's repeatability measured for the row, spread.go: a
+// row outside the range by no more than it is reported within the lab's repeatability, which
+// is not inside). Those scenarios
 // also run the advise check (advisecheck.go, Report.Advise): advise's best choice is measured
 // against the scenario's goal and its range for the seed's method against that row. `jitter`
 // measures the calibrations alone (the profiles of sim/profiles_data.go).

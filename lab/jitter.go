@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"ballast/advise"
+	"ballast/evloop"
 	"ballast/lab/backend"
 	"ballast/lab/loadgen"
 	"ballast/sim"
@@ -43,6 +44,7 @@ type Calibration struct {
 	Slowest string
 
 	hops hopSamples
+	res  *loadgen.Result // the load's own figures (a second run of a row: spread.go)
 }
 
 // hopSamples are the delays measured at each hop, one per matched request (overshoot only
@@ -86,6 +88,10 @@ func (h hopSamples) jitter() *sim.Jitter {
 		Send: at(h.send), ToPick: at(h.toPick), Forward: at(forward),
 		Connect: at(connect), Overshoot: at(h.overshoot), Return: at(h.ret),
 		Deliver: at(h.deliver), Handoff: at(h.handoff), OneSender: h.oneSender,
+		// Ballast's hedge timer is its shard wheel's: it fires when the shard's clock enters
+		// the tick of its deadline (2026-12-02: the hedged slow-backend row's copies reached A
+		// 47.0 to 52.0 ms after their originals were written, against a delay of 50 ms).
+		TimerTick: 1 << evloop.TickShift,
 	}
 	if r := h.recovery; r != nil && len(h.stalls) > 0 {
 		or := func(xs, steady []time.Duration) sim.Dist {
@@ -142,7 +148,9 @@ func calibrate(ctx context.Context, o Options, spec PoolSpec, cfgs []backend.Con
 	// maxMatchSlack on a few hops of a short run) is run again, up to calibrationAttempts
 	// times in all, and the last one's figures are kept.
 	for attempt := 1; ; attempt++ {
-		_, _, c, err = tracedRun(ctx, o, spec, srvs, load)
+		var res *loadgen.Result
+		res, _, c, err = tracedRun(ctx, o, spec, srvs, load)
+		c.res = res
 		if err == nil && (c.Samples < minCalibration || float64(c.Samples) < 0.8*float64(load.N)) {
 			err = fmt.Errorf("lab: jitter calibration matched only %d of %d requests", c.Samples, load.N)
 			if attempt < calibrationAttempts && ctx.Err() == nil {

@@ -475,6 +475,21 @@ func TestScenariosQuick(t *testing.T) {
 						t.Errorf("%s: own-run range %+v", r.Algorithm, o)
 					}
 				}
+				// The lab's repeatability: stated beside the width wherever it was measured
+				// (every traced heterogeneous row; seed 001's rows when their two runs of the
+				// roundrobin row sent the same work), and a note says how, or why not.
+				for _, r := range rep.Results {
+					d := r.Detail
+					if name == "heterogeneous" && !strings.Contains(r.Algorithm, "(advise)") && (d.Spread < 0 || !strings.Contains(d.SpreadFrom, "halves")) {
+						t.Errorf("%s: spread %v from %q", r.Algorithm, d.Spread, d.SpreadFrom)
+					}
+					if (d.Spread > 0) != strings.Contains(d.RangeGoal, "repeatab") {
+						t.Errorf("%s: spread %v but goal %q", r.Algorithm, d.Spread, d.RangeGoal)
+					}
+				}
+				if !slices.ContainsFunc(rep.Notes, func(n string) bool { return strings.HasPrefix(n, "repeatability") }) {
+					t.Errorf("no repeatability note in %q", rep.Notes)
+				}
 				a := rep.Advise
 				if a == nil {
 					t.Fatal("no advise check")

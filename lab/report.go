@@ -112,6 +112,14 @@ type Detail struct {
 	// the prediction does not, the row ran unlike every run its range drew from; when it
 	// misses too, the model misses something of that run.
 	OwnRange *FigureRange `json:"own_range,omitempty"`
+	// Spread is the lab's repeatability for the row, in its unit (spread.go): how far two
+	// measured runs of the same row lie apart, measured in this run (SpreadFrom says how); 0
+	// when not measured. WithinSpread says the row missed the model's range by no more than
+	// that (the range with each end moved out by Spread holds it): reported so, never as
+	// inside (InRange stays false).
+	Spread       float64 `json:"spread,omitempty"`
+	SpreadFrom   string  `json:"spread_from,omitempty"`
+	WithinSpread *bool   `json:"within_spread,omitempty"`
 	// DrewFrom says which measured runs the row's range drew from (how many, their flow-stall
 	// shares, and the row's own).
 	DrewFrom string `json:"drew_from,omitempty"`
@@ -352,14 +360,36 @@ func judgeRange(m Metric, row *Result) (inside, judged bool) {
 		rel = 100 * width / med
 	}
 	w := fmt.Sprintf("width "+f+" %s (%.1f%%)", width, unit, rel)
+	sp := ""
+	spread := row.Detail.Spread
+	fs := f // a makespan's spread may be a fraction of a millisecond
+	if m == Makespan {
+		fs = "%.4f"
+	}
+	if spread > 0 {
+		sp = fmt.Sprintf("; repeatability "+fs+" %s", spread, unit)
+	}
+	band := spreadBand(rg, spread)
+	within := false
 	switch {
-	case x < rg[0]:
-		row.Detail.RangeGoal = fmt.Sprintf("no: "+f+" %s below; %s", rg[0]-x, unit, w)
-	case x > rg[1]:
-		row.Detail.RangeGoal = fmt.Sprintf("no: "+f+" %s above; %s", x-rg[1], unit, w)
-	default:
-		row.Detail.RangeGoal = "yes, " + w
+	case x >= rg[0] && x <= rg[1]:
+		row.Detail.RangeGoal = "yes, " + w + sp
 		inside = true
+	case spread > 0 && x >= band[0] && x <= band[1]:
+		within = true
+		side, d := "below", rg[0]-x
+		if x > rg[1] {
+			side, d = "above", x-rg[1]
+		}
+		row.Detail.RangeGoal = fmt.Sprintf("no, but within the lab's repeatability: "+f+" %s %s the model's range, its spread "+fs+" %s; %s", d, unit, side, spread, unit, w)
+	case x < rg[0]:
+		row.Detail.RangeGoal = fmt.Sprintf("no: "+f+" %s below; %s", rg[0]-x, unit, w) + sp
+	default:
+		row.Detail.RangeGoal = fmt.Sprintf("no: "+f+" %s above; %s", x-rg[1], unit, w) + sp
+	}
+	row.Detail.WithinSpread = nil
+	if spread > 0 {
+		row.Detail.WithinSpread = &within
 	}
 	if !inside && row.Detail.Disturbed != "" {
 		row.Detail.RangeGoal += "; disturbed: " + row.Detail.Disturbed

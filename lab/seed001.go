@@ -49,7 +49,10 @@ func runHeterogeneous(ctx context.Context, o Options, r *Report) error {
 	// starving the lab; the better of the two measurements is the closer one.
 	capN := pick[int64](o, 20000, 2000)
 	caps := map[string]float64{}
+	var capRuns []map[string]float64 // before and after: the lab's repeatability (spread.go)
 	measureCaps := func() error {
+		run := map[string]float64{}
+		capRuns = append(capRuns, run)
 		for _, t := range ts {
 			res, err := loadgen.Run(ctx, loadgen.Options{URL: "http://" + t.Addr + "/", N: capN, C: 16, KeepAlive: true})
 			if err != nil {
@@ -59,6 +62,7 @@ func runHeterogeneous(ctx context.Context, o Options, r *Report) error {
 				return fmt.Errorf("backend %s alone: %d of %d requests failed", t.Name, res.Failed, res.Requests)
 			}
 			caps[t.Name] = max(caps[t.Name], res.ThroughputRPS)
+			run[t.Name] = res.ThroughputRPS
 			o.logf("heterogeneous: backend %s alone: %.0f req/s", t.Name, res.ThroughputRPS)
 		}
 		return nil
@@ -92,6 +96,7 @@ func runHeterogeneous(ctx context.Context, o Options, r *Report) error {
 	}
 	algs := []string{"random", "roundrobin", "sqf", "bybusyness", "p2c", "ewma"}
 	var ka, cl []Result
+	rowHalves := map[string]halves{} // each traced row's run in two halves (spread.go)
 	for i, alg := range algs {
 		if i == len(algs)/2 {
 			if err := calibrateBoth(); err != nil {
@@ -114,6 +119,7 @@ func runHeterogeneous(ctx context.Context, o Options, r *Report) error {
 			}
 			row := row(label, res[i], cpus[i])
 			row.Detail.Jitter = own[i].String()
+			rowHalves[label] = halvesOf(res[i])
 			preds.measured(groups[i], label, own[i])
 			row.Seed = heteroSeed(alg, keep)
 			sc := mustScenario("heterogeneous")
@@ -155,12 +161,15 @@ func runHeterogeneous(ctx context.Context, o Options, r *Report) error {
 	r.Ideal = fmt.Sprintf("sum of the backends' measured capacities (best of before and after), %.0f + %.0f = %.0f req/s (configured 2833 + 1250 = 4083), split A %.1f%% / B %.1f%%",
 		caps["A"], caps["B"], ideal, 100*caps["A"]/ideal, 100*caps["B"]/ideal)
 	r.Results = append(ka, cl...)
+	capShare := capacitySpread(capRuns[0], capRuns[len(capRuns)-1])
 	for i := range r.Results {
 		r.Results[i].IdealRatio = r.Results[i].ThroughputRPS / ideal
+		throughputSpread(&r.Results[i], rowHalves[r.Results[i].Algorithm], capShare, capRuns[0], capRuns[len(capRuns)-1])
 	}
 	r.Notes = append(r.Notes, "load: keep-alive -c 16 -n "+strconv.FormatInt(nKA, 10)+", then -c 16 -n "+strconv.FormatInt(nClose, 10)+" without keep-alive (client side; Ballast keeps its backend connections); max_conns 32 per backend",
 		"jitter, keep-alive rows (the last of three calibrations): "+calKA.String(),
 		"jitter, rows without keep-alive (the last of three): "+calClose.String(),
+		fmt.Sprintf("repeatability: the backends alone before and after the rows %s (%.3f%% of their sum); each row's spread is the larger of that share of its figure and its own run's halves' difference / sqrt 2 (details.json spread_from)", capacityPairs(capRuns[0], capRuns[len(capRuns)-1]), 100*capShare),
 		"each row's prediction draws, run by run, the delays of one of the three calibrations of its load or of the other rows of that load (never its own: details.json has each row's), of those the half nearest the row's own run in flow-stall share, at least three: always the nearest as calm as it and the nearest as disturbed, then the nearest others (details.json: drew_from); the model runs at most 20000 requests (the steady state's rate), makespans scaled to the row's")
 	if err := preds.finish(r); err != nil {
 		return err
@@ -175,14 +184,20 @@ func msDuration(ms float64) time.Duration { return time.Duration(ms * float64(ti
 
 // rangeNote counts the rows measured inside their predicted range.
 func rangeNote(r *Report) string {
-	in, n, disturbed, ownHeld, ownJudged := 0, 0, 0, 0, 0
+	in, n, disturbed, ownHeld, ownJudged, within, spread := 0, 0, 0, 0, 0, 0, 0
 	for i := range r.Results {
 		row := &r.Results[i]
 		if ok, judged := judgeRange(r.Metric, row); judged {
 			n++
+			if row.Detail.Spread > 0 {
+				spread++
+			}
 			if ok {
 				in++
 				continue
+			}
+			if w := row.Detail.WithinSpread; w != nil && *w {
+				within++
 			}
 			if row.Detail.Disturbed != "" {
 				disturbed++
@@ -202,8 +217,15 @@ func rangeNote(r *Report) string {
 	if ownJudged > 0 {
 		dist += fmt.Sprintf("; of the %d outside with a run of their own, the model drawing that run alone holds %d", ownJudged, ownHeld)
 	}
-	return fmt.Sprintf("%d of %d rows measured inside the predicted range (the goal: all)%s; each range is the model's smallest and largest figure over %d runs with different seeds, each run drawing every request's delays from those measured in this scenario (the jitter notes) and the stalls",
-		in, n, dist, runsOf(r))
+	rep := ""
+	switch {
+	case spread > 0 && n > in:
+		rep = fmt.Sprintf("; %d of the %d outside within the lab's repeatability of it (a range's ends moved out by the row's measured spread, no more: details.json spread_from; %d of %d rows have one), %d outside that too", within, n-in, spread, n, n-in-within)
+	case spread > 0:
+		rep = fmt.Sprintf(" (%d of %d rows have a measured spread: details.json spread_from)", spread, n)
+	}
+	return fmt.Sprintf("%d of %d rows measured inside the model's range (the goal: all)%s%s; each range is the model's smallest and largest figure over %d runs with different seeds, each run drawing every request's delays from those measured in this scenario (the jitter notes) and the stalls",
+		in, n, rep, dist, runsOf(r))
 }
 
 func runsOf(r *Report) int {
@@ -261,6 +283,7 @@ func runSlowBackend(ctx context.Context, o Options, r *Report) error {
 	preds.calibrated("", cal)
 	r.Ideal = fmt.Sprintf("the model's best makespan, hedged sqf: %.3f s", best.MakespanS)
 	r.IdealValue = best.MakespanS
+	var twin *loadgen.Result // the roundrobin row: the calibration's load and balancer again
 	measureRow := func(label, alg string, set advise.Settings, seed Figures) error {
 		// Fresh backends for every run: a cancelled hedge leaves B's worker asleep.
 		srvs, ts, closeAll, err := localBackends(
@@ -280,6 +303,9 @@ func runSlowBackend(ctx context.Context, o Options, r *Report) error {
 		row.Detail.Jitter = own.String()
 		if set == (advise.Settings{}) {
 			preds.measured("", label, own)
+		}
+		if label == "roundrobin" {
+			twin = res
 		}
 		row.Seed = seed
 		preds.add(label, "", set.Apply(model("slow-backend")), alg)
@@ -308,7 +334,8 @@ func runSlowBackend(ctx context.Context, o Options, r *Report) error {
 	}
 	r.Notes = append(r.Notes, fmt.Sprintf("A answers at once (1000 workers); B has 5 workers sleeping %v; load -c 10 -n 50 without keep-alive, as ab", slow),
 		"jitter of the calibration run: "+cal.String(),
-		"each row's prediction draws the delays of the calibration run and of the other rows without hedging or backlog (never its own: details.json has each row's)")
+		"each row's prediction draws the delays of the calibration run and of the other rows without hedging or backlog (never its own: details.json has each row's)",
+		makespanSpread(r, cal.res, twin, "roundrobin", nil))
 	if o.Quick {
 		r.Notes = append(r.Notes, fmt.Sprintf("--quick: sleeps, seed figures and predictions are all scaled by %g", QuickScale))
 	}
@@ -374,6 +401,7 @@ func runVariableCost(ctx context.Context, o Options, r *Report) error {
 		{"leastconn", "leastconn", false}, {"ewma", "ewma", false},
 		{"byrequests (backlog)", "byrequests", true}, {"sqf (backlog)", "sqf", true},
 	}
+	var twin *loadgen.Result // the roundrobin row: the calibration's load and balancer again
 	measureRow := func(label, alg string, set advise.Settings, seed Figures, sc sim.Scenario) error {
 		srvs, ts, closeAll, err := localBackends(
 			backend.Config{Name: "A", Workers: 4},
@@ -395,6 +423,9 @@ func runVariableCost(ctx context.Context, o Options, r *Report) error {
 		}
 		if queues(spec) && set.HedgeDelayMs == 0 {
 			preds.handedOff("", label, own)
+		}
+		if label == "roundrobin" {
+			twin = res
 		}
 		row.Seed = seed
 		preds.add(label, "", set.Apply(sc), alg)
@@ -424,7 +455,8 @@ func runVariableCost(ctx context.Context, o Options, r *Report) error {
 	r.Notes = append(r.Notes,
 		fmt.Sprintf("two backends x 4 workers; request i carries ?%s, i mod 10; -c 10 -n 50 without keep-alive; (backlog) = max_conns 4 with Ballast's central queue", strings.Join(suffixes, ",")),
 		"jitter of the calibration run: "+cal.String(),
-		"each row's prediction draws the delays of the calibration run and of the other rows without hedging or backlog (never its own: details.json has each row's), and the backlog hand-offs (from the release that freed a slot to the dispatch of the request that waited for it) of the other (backlog) rows")
+		"each row's prediction draws the delays of the calibration run and of the other rows without hedging or backlog (never its own: details.json has each row's), and the backlog hand-offs (from the release that freed a slot to the dispatch of the request that waited for it) of the other (backlog) rows",
+		makespanSpread(r, cal.res, twin, "roundrobin", suffixes))
 	if o.Quick {
 		r.Notes = append(r.Notes, fmt.Sprintf("--quick: sleeps, seed figures and predictions are all scaled by %g", QuickScale))
 	}

@@ -243,6 +243,13 @@ type Jitter struct {
 	Recovery          *Hops         `json:"recovery,omitempty"`
 	RecoveryOvershoot Dist          `json:"recovery_overshoot,omitzero"`
 	RecoveryFor       time.Duration `json:"recovery_for,omitempty"`
+	// TimerTick, when set, is the resolution of the balancer's own timers (the hedge's): as
+	// Ballast's shard wheel (package evloop, 2^TickShift ns) does, a timer fires when the
+	// balancer's clock enters the tick its deadline falls in, up to a tick early, and late
+	// by an Overshoot draw (the wake-up of an idle process). The ticks' phase against the
+	// run's start is the balancer's own clock's, drawn once per run. Zero: timers fire at
+	// their deadline exactly.
+	TimerTick time.Duration `json:"timer_tick,omitempty"`
 	// Source says where the figures come from (a measurement, its date and load).
 	Source string `json:"source,omitempty"`
 }
@@ -279,7 +286,7 @@ func (j *Jitter) hops(idx, c int, recovering bool) Hops {
 // IsZero reports whether j adds no delay at all.
 func (j *Jitter) IsZero() bool {
 	return j == nil || j.Send.IsZero() && j.ToPick.IsZero() && j.Forward.IsZero() && j.Connect.IsZero() &&
-		j.Overshoot.IsZero() && j.Return.IsZero() && j.Deliver.IsZero() && j.Handoff.IsZero() && (j.StallRate == 0 || j.Stall.IsZero()) && j.First.isZero()
+		j.Overshoot.IsZero() && j.Return.IsZero() && j.Deliver.IsZero() && j.Handoff.IsZero() && (j.StallRate == 0 || j.Stall.IsZero()) && j.First.isZero() && j.TimerTick == 0
 }
 
 func (j *Jitter) validate() error {
@@ -302,6 +309,9 @@ func (j *Jitter) validate() error {
 			}
 		}
 	}
+	if j.TimerTick < 0 || j.TimerTick > maxTimerTick {
+		return fmt.Errorf("jitter timer_tick %v outside [0, %v]", j.TimerTick, maxTimerTick)
+	}
 	if j.RecoveryFor < 0 || j.RecoveryFor > maxRecovery {
 		return fmt.Errorf("jitter recovery_for %v outside [0, %v]", j.RecoveryFor, maxRecovery)
 	}
@@ -315,10 +325,11 @@ func (j *Jitter) validate() error {
 }
 
 // maxStallRate bounds the stalls per second, so that a stall timeline stays small;
-// maxRecovery bounds RecoveryFor.
+// maxRecovery bounds RecoveryFor, maxTimerTick TimerTick.
 const (
 	maxStallRate = 1000
 	maxRecovery  = time.Second
+	maxTimerTick = time.Second
 )
 
 // String describes j in one line per delay.

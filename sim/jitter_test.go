@@ -453,3 +453,34 @@ func TestStallRecovery(t *testing.T) {
 		t.Error("a recovery of 2 s validated")
 	}
 }
+
+// TestHedgeTimerTick: with Jitter.TimerTick a hedge fires when the balancer's clock enters
+// the tick its deadline falls in (up to a tick early, as Ballast's shard wheel fires it),
+// late by an Overshoot draw, at a phase drawn per run; without it, at the deadline exactly.
+func TestHedgeTimerTick(t *testing.T) {
+	ms := time.Millisecond
+	sc := Scenario{Name: "t", Concurrency: 1, Requests: 1, Hedge: Hedge{Delay: 50 * ms, Max: 1},
+		Backends: []Backend{{ID: "X", Workers: 1, Service: Fixed(10 * time.Second)}, {ID: "Y", Workers: 1}}}
+	if _, r, err := runScripted(sc, firstFree); err != nil || r.Makespan != 50*ms {
+		t.Fatalf("without a tick: makespan %v (%v), want 50ms", r.Makespan, err)
+	}
+	for _, over := range []time.Duration{0, ms} {
+		lo, hi := time.Hour, time.Duration(0)
+		for seed := uint64(1); seed <= 200; seed++ {
+			sc.RandSeed = seed
+			sc.Jitter = &Jitter{TimerTick: 4 * ms, Overshoot: Dist{Q: []time.Duration{over}}}
+			_, r, err := runScripted(sc, firstFree)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.Hedges != 1 || r.Split["Y"] != 1 {
+				t.Fatalf("seed %d: hedges %d split %v, want the hedge to win", seed, r.Hedges, r.Split)
+			}
+			lo, hi = min(lo, r.Makespan), max(hi, r.Makespan)
+		}
+		// The tick holding 50 ms begins in (46, 50] ms; the phases of 200 runs spread over it.
+		if lo <= 46*ms+over || hi > 50*ms+over || hi-lo < 3*ms {
+			t.Errorf("overshoot %v: makespans %v to %v, want within (%v, %v] and spread over most of a tick", over, lo, hi, 46*ms+over, 50*ms+over)
+		}
+	}
+}

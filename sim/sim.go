@@ -202,7 +202,8 @@ type engine struct {
 	senderFree time.Duration // Jitter.OneSender: when the client's writer is free
 	openRand   *rand.Rand
 	errRand    *rand.Rand
-	stall      *stalls // Jitter.Stalls
+	stall      *stalls       // Jitter.Stalls
+	tickPhase  time.Duration // Jitter.TimerTick: where the balancer's ticks begin, drawn per run
 	queueWaits []time.Duration
 
 	issued, answered, wantIssue int
@@ -227,6 +228,9 @@ func newEngine(sc Scenario) *engine {
 	if !sc.Jitter.IsZero() {
 		e.jit = sc.Jitter
 		e.jitRand = rand.New(rand.NewPCG(sc.RandSeed, 0x2545f4914f6cdd1d))
+		if t := sc.Jitter.TimerTick; t > 0 {
+			e.tickPhase = time.Duration(rand.New(rand.NewPCG(sc.RandSeed, 0x6a09e667f3bcc909)).Int64N(int64(t)))
+		}
 		if j := sc.Jitter; j.StallRate > 0 && !j.Stall.IsZero() {
 			r := rand.New(rand.NewPCG(sc.RandSeed, 0x94d049bb133111eb))
 			e.stall = &stalls{rate: j.StallRate, length: j.Stall, drain: j.Drain, r: r,
@@ -427,7 +431,7 @@ func (e *engine) issue() {
 func (e *engine) admit(r *request) {
 	r.picked = e.now
 	if e.sc.Hedge.Delay > 0 {
-		e.schedule(event{at: e.now + e.sc.Hedge.Delay, kind: evHedge, r: r})
+		e.schedule(event{at: e.timerAt(e.now + e.sc.Hedge.Delay), kind: evHedge, r: r})
 	}
 	if e.backlog.len() > 0 {
 		// Earlier requests are waiting for a slot: this one queues behind them (FIFO).
@@ -711,8 +715,22 @@ func (e *engine) hedge(r *request) {
 	e.res.Hedges++
 	e.dispatch(r, b, true)
 	if r.hedges < limit {
-		e.schedule(event{at: e.now + e.sc.Hedge.Delay, kind: evHedge, r: r})
+		e.schedule(event{at: e.timerAt(e.now + e.sc.Hedge.Delay), kind: evHedge, r: r})
 	}
+}
+
+// timerAt is when a timer of the balancer's with deadline at fires: at it, or with
+// Jitter.TimerTick when the balancer's clock enters the tick at falls in (never before the
+// next tick begins, as evloop's wheel arms at least one tick ahead), late by an Overshoot
+// draw.
+func (e *engine) timerAt(at time.Duration) time.Duration {
+	if e.jit == nil || e.jit.TimerTick <= 0 {
+		return at
+	}
+	t, ph := e.jit.TimerTick, e.tickPhase
+	tick := func(x time.Duration) time.Duration { return (x - ph + t) / t } // ticks since -t+phase, never negative here
+	k := max(tick(at), tick(e.now)+1)
+	return max(ph-t+k*t, e.now) + e.jit.Overshoot.draw(e.jitRand)
 }
 
 // modelLoad is the balance.Load the pickers see, read straight from the model's state.
