@@ -23,7 +23,10 @@
 // shard sleeps). It stays in one read of the set between batches of events and parks after
 // a batch without another epoll_pwait: every event added to the set after its last look
 // raises a new edge in the runtime's poller. After a batch with a listener in it (still
-// ready without a new edge) or one that filled the events it looks again first.
+// ready without a new edge) or one that filled the events it looks again first. A look is
+// a raw epoll_pwait with a zero timeout, which never waits: the waiting is the runtime
+// poller's, so an idle shard holds neither a thread nor a P, and the process's other
+// goroutines keep their timers (TestIdleShardsLeaveTimers).
 //
 // # Contract
 //
