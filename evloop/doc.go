@@ -11,15 +11,22 @@
 // a pool of buffers for the bytes a connection must keep between events (GetBuf, PutBuf),
 // a timer wheel (Arm, Stop; resolution 2^TickShift ns) and an inbox for work posted from
 // other goroutines (Post). Listeners are served by every shard (Group.Listen): each shard
-// waits for the listening socket in its own set (EPOLLEXCLUSIVE) and accepts with raw
-// accept4(2), so a connection lives on the shard that accepted it. Connect starts a raw
+// waits for the listening socket in its own set (level-triggered, EPOLLEXCLUSIVE) and accepts
+// one connection per report with raw accept4(2), so a connection lives on the shard that
+// accepted it. Connect starts a raw
 // non-blocking connect whose outcome the handler hears as writability.
 //
 // The shard's goroutine waits for its epoll set in the runtime's network poller (the set's
 // descriptor is registered there), so a quiet shard holds no thread; it wakes for events,
 // for the next timer (a read deadline on the set's descriptor, re-armed only when the
 // earliest armed slot changes) and for posts (an eventfd in the set, written only while the
-// shard sleeps).
+// shard sleeps). It stays in one read of the set between batches of events and parks after
+// a batch without another epoll_pwait: every event added to the set after its last look
+// raises a new edge in the runtime's poller. After a batch with a listener in it (still
+// ready without a new edge) or one that filled the events it looks again first. A look is
+// a raw epoll_pwait with a zero timeout, which never waits: the waiting is the runtime
+// poller's, so an idle shard holds neither a thread nor a P, and the process's other
+// goroutines keep their timers (TestIdleShardsLeaveTimers).
 //
 // # Contract
 //

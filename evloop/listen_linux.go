@@ -37,17 +37,19 @@ type acceptor struct {
 	l      *Listener
 	s      *Shard
 	fn     AcceptFunc
-	ctl    func(fd uintptr) // the accept batch, run under rc.Control
+	ctl    func(fd uintptr) // acceptOne, run under rc.Control
 	paused bool
 	gone   bool // the listener was closed: nothing more to accept
 	err    syscall.Errno
 	timer  Timer
 }
 
-// acceptBatch bounds the connections one wake-up of a shard accepts, so that connections
-// already open are not starved by a flood of new ones; the set is level-triggered, so the
-// rest wake it again.
-const acceptBatch = 32
+// A shard accepts one connection per report of the listening socket rather than looping
+// until accept4 finds the queue empty: that empty accept4 costs more than a look at the set
+// (the kernel allocates the new socket before it looks), and the socket is level-triggered,
+// so the shard's next look, which follows at once (Shard.serve), reports it again while
+// connections wait. Connections already open are served between accepts, so a flood of new
+// ones does not starve them.
 
 // acceptPause is how long a shard stops accepting after accept4 failed for want of
 // descriptors or memory (the listener would otherwise be reported ready at once, again).
@@ -65,7 +67,7 @@ func (g *Group) Listen(ln syscall.Conn, fn AcceptFunc) (*Listener, error) {
 	errs := make(chan error, len(g.shards))
 	for _, s := range g.shards {
 		a := &acceptor{l: l, s: s, fn: fn}
-		a.ctl = a.acceptBatch
+		a.ctl = a.acceptOne
 		a.timer.Init(a)
 		l.accs = append(l.accs, a)
 		s.Post(taskFunc(func(s *Shard) { errs <- a.register() }))
@@ -99,7 +101,7 @@ func (a *acceptor) register() error {
 		s.slab = append(s.slab, slabEntry{})
 	}
 	e := &s.slab[id]
-	e.h, e.f = a, &a.FD
+	e.h, e.f, e.level = a, &a.FD, true
 	a.id, a.gen, a.FD.s = id, e.gen, s
 	if err := a.ctlListener(syscall.EPOLL_CTL_ADD); err != nil {
 		s.forget(&a.FD)
@@ -126,7 +128,7 @@ func (a *acceptor) ctlListener(op int) error {
 	return err
 }
 
-// Event accepts a batch of connections.
+// Event accepts a connection.
 func (a *acceptor) Event(Events) {
 	if a.paused || a.gone {
 		return
@@ -146,8 +148,9 @@ func (a *acceptor) Event(Events) {
 	}
 }
 
-func (a *acceptor) acceptBatch(lfd uintptr) {
-	for range acceptBatch {
+// acceptOne accepts one connection, if one waits.
+func (a *acceptor) acceptOne(lfd uintptr) {
+	for {
 		var sa syscall.RawSockaddrAny
 		l := uint32(unsafe.Sizeof(sa))
 		r, _, e := syscall.RawSyscall6(syscall.SYS_ACCEPT4, lfd, uintptr(unsafe.Pointer(&sa)),
@@ -166,6 +169,7 @@ func (a *acceptor) acceptBatch(lfd uintptr) {
 		sockio.SetNoDelay(fd)
 		a.l.Accepted.Add(1)
 		a.fn(a.s, fd, sockio.PeerAddrPort(&sa))
+		return
 	}
 }
 

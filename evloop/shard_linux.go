@@ -60,9 +60,10 @@ func (f *FD) Shard() *Shard { return f.s }
 func (f *FD) Registered() bool { return f.s != nil }
 
 type slabEntry struct {
-	h   Handler
-	f   *FD
-	gen uint32
+	h     Handler
+	f     *FD
+	gen   uint32
+	level bool // registered level-triggered (a listener): still ready without a new edge
 }
 
 // origin is the zero of every shard's clock (monotonic).
@@ -211,7 +212,7 @@ func newShard(g *Group, id int) (*Shard, error) {
 	s.buf = make([]byte, ReadBufSize)
 	s.now = clock()
 	s.wheel.init(s.now)
-	s.wait = s.poll
+	s.wait = s.serve // one func value: a RawRead allocates nothing
 	return s, nil
 }
 
@@ -266,7 +267,7 @@ func (s *Shard) forget(f *FD) {
 		return
 	}
 	e := &s.slab[f.id]
-	e.h, e.f = nil, nil
+	e.h, e.f, e.level = nil, nil, false
 	e.gen++
 	s.free = append(s.free, f.id)
 	f.s = nil
@@ -457,54 +458,94 @@ func (s *Shard) Post(t Task) {
 	}
 }
 
-// poll is the callback of rc.Read: one non-blocking epoll_pwait. Nothing ready and nothing
-// posted: mark the shard sleeping and let the runtime park the goroutine.
-func (s *Shard) poll(fd uintptr) bool {
-	r, _, e := syscall.RawSyscall6(syscall.SYS_EPOLL_PWAIT, fd, uintptr(unsafe.Pointer(&s.events[0])), maxEvents, 0, 0, 0)
-	if e == 0 && r > 0 {
-		s.n = int(r)
-		return true
-	}
-	if e != 0 && e != syscall.EINTR && e != syscall.EAGAIN {
-		return true // the set is broken: let run see it
-	}
-	s.sleeping.Store(1)
-	if s.pending.Load() != 0 {
+// serve is the callback of rc.Read, and the shard's loop: it serves batches of events while
+// there may be more, and reports false (park until the set is readable) once a look finds
+// the set empty or a batch may have been the last. It stays in one RawRead of the epoll set
+// between batches, so that the readiness the runtime's poller reports while a batch is served
+// is kept (a new RawRead would reset it): after a batch the shard parks without a further
+// epoll_pwait, which would mostly find nothing. That is safe because the set waits in the
+// runtime's poller edge-triggered and every event added to the set after the shard's last
+// epoll_pwait raises a new edge. Two cases do not: a level-triggered socket (a listener) still
+// ready goes back on the set's ready list without one, and a batch that filled the events may
+// have left events behind; after either the shard looks again before it parks. Before it
+// parks it marks itself sleeping and serves what was posted meanwhile (Post writes the
+// eventfd only to a sleeping shard). An epoll_pwait error other than EINTR and EAGAIN, and the
+// stop task, end the RawRead (true).
+func (s *Shard) serve(fd uintptr) bool {
+	for {
+		r, _, e := syscall.RawSyscall6(syscall.SYS_EPOLL_PWAIT, fd, uintptr(unsafe.Pointer(&s.events[0])), maxEvents, 0, 0, 0)
+		switch {
+		case e == syscall.EINTR:
+			continue
+		case e != 0 && e != syscall.EAGAIN:
+			return true // the set is broken: let run see it
+		case e == 0 && r > 0:
+			s.sleeping.Store(0)
+			s.n = int(r)
+			s.now = clock()
+			s.Wakes.Add(1)
+			level := s.dispatch()
+			s.turn()
+			if s.stopping {
+				return true
+			}
+			if level || s.n == maxEvents {
+				continue
+			}
+		}
+		s.sleeping.Store(1)
+		if s.pending.Load() == 0 {
+			return false
+		}
 		s.sleeping.Store(0)
-		return true
+		s.n = 0
+		s.now = clock()
+		s.turn()
+		if s.stopping {
+			return true
+		}
 	}
-	return false
 }
 
+// turn runs what follows a batch of events: the deferred handlers, the posted tasks, the
+// timers due, and the epoll descriptor's read deadline for the next one.
+func (s *Shard) turn() {
+	s.runLater()
+	if s.pending.Load() != 0 {
+		s.drainInbox()
+		s.runLater()
+	}
+	if f := s.wheel.advance(s.now); f > 0 {
+		s.Fired.Add(uint64(f))
+		s.runLater()
+	}
+	s.armDeadline()
+}
+
+// run serves the shard until the stop task: rc.Read returns when serve ends it or when the
+// read deadline (the next timer) passes, whose turn then runs here.
 func (s *Shard) run() {
 	defer s.g.wg.Done()
 	for !s.stopping {
-		s.n = 0
 		err := s.rc.Read(s.wait)
 		s.sleeping.Store(0)
-		s.now = clock()
-		s.Wakes.Add(1)
-		if err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
+		if err == nil {
+			continue
+		}
+		if !errors.Is(err, os.ErrDeadlineExceeded) {
 			return // the epoll set was closed
 		}
-		if err != nil {
-			s.armed = deadlinePassed // it stays set, in the past, until armDeadline moves it
-		}
-		s.dispatch()
-		s.runLater()
-		if s.pending.Load() != 0 {
-			s.drainInbox()
-			s.runLater()
-		}
-		if f := s.wheel.advance(s.now); f > 0 {
-			s.Fired.Add(uint64(f))
-			s.runLater()
-		}
-		s.armDeadline()
+		s.armed = deadlinePassed // it stays set, in the past, until armDeadline moves it
+		s.n = 0
+		s.now = clock()
+		s.Wakes.Add(1)
+		s.turn()
 	}
 }
 
-func (s *Shard) dispatch() {
+// dispatch hands a batch of events to their handlers; it reports whether a level-triggered
+// descriptor (a listener) was among them.
+func (s *Shard) dispatch() (level bool) {
 	for i := 0; i < s.n; i++ {
 		ev := &s.events[i]
 		id, gen := uint32(ev.Fd), uint32(ev.Pad)
@@ -531,9 +572,11 @@ func (s *Shard) dispatch() {
 		if m&(syscall.EPOLLRDHUP|syscall.EPOLLHUP|syscall.EPOLLERR) != 0 {
 			r |= Hangup
 		}
+		level = level || e.level
 		e.f.Ready |= r
 		e.h.Event(r)
 	}
+	return level
 }
 
 func (s *Shard) runLater() {

@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -321,5 +322,66 @@ func TestShardSleepsAfterLastTimer(t *testing.T) {
 	_ = c2.SetReadDeadline(time.Now().Add(2 * time.Second))
 	if _, err := io.ReadFull(c2, make([]byte, 1)); err != nil {
 		t.Fatalf("a connection after the last timer: %v", err)
+	}
+}
+
+type blockTask struct{ started, release chan struct{} }
+
+func (b blockTask) Run(*Shard) {
+	close(b.started)
+	<-b.release
+}
+
+// Connections that queue up on the listening socket while its shard is busy are all taken
+// once it is free, though nothing new reaches the set after the first report: the socket is
+// level-triggered and a shard accepts one connection per report, so after a batch with a
+// listener in it the shard must look at its set again instead of parking. The accept
+// function closes each connection at once (as a refusing listener does), so no Add raises an
+// edge that would wake the shard anyway; each client must see its connection closed.
+func TestListenerBacklogAfterBusyShard(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	g, err := NewGroup(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	l, err := g.Listen(ln.(*net.TCPListener), func(s *Shard, fd int, _ netip.AddrPort) {
+		_ = syscall.Close(fd)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	b := blockTask{make(chan struct{}), make(chan struct{})}
+	g.Shards()[0].Post(b)
+	<-b.started
+	const n = 100
+	conns := make([]net.Conn, 0, n)
+	defer func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	for range n {
+		c, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			close(b.release)
+			t.Fatal(err)
+		}
+		conns = append(conns, c)
+	}
+	close(b.release)
+	for i, c := range conns {
+		_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		if _, err := c.Read(make([]byte, 1)); err != io.EOF {
+			t.Fatalf("connection %d of the backlog: %v, want EOF (accepted %d)", i, err, l.Accepted.Load())
+		}
+	}
+	if a := l.Accepted.Load(); a != n {
+		t.Fatalf("accepted %d, want %d", a, n)
 	}
 }

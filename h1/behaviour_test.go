@@ -12,6 +12,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"runtime"
 	"strconv"
@@ -732,26 +733,38 @@ func TestBackendByName(t *testing.T) {
 
 // TestAcceptPausesWithoutDescriptors: when the process runs out of descriptors the shards stop
 // accepting for a while (counted) instead of spinning, and accept again once some are free.
+// The clients' sockets are made before the limit is lowered (connecting takes no new
+// descriptor), so connections wait on the listener when the accepts run out.
 func TestAcceptPausesWithoutDescriptors(t *testing.T) {
 	te := startEngine(t, testConfig(testPool("p", "roundrobin", fixedBackend(t))))
+	ap := netip.MustParseAddrPort(te.addr)
 	var lim syscall.Rlimit
 	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
 		t.Fatal(err)
 	}
-	open := countFDs(t)
+	var socks []int
+	defer func() {
+		for _, fd := range socks {
+			_ = syscall.Close(fd)
+		}
+	}()
+	for range 35 {
+		fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		socks = append(socks, fd)
+	}
 	low := lim
-	low.Cur = uint64(open + 40) // the clients' sockets count too
+	low.Cur = uint64(countFDs(t) + 10)
 	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &low); err != nil {
 		t.Skip("cannot lower RLIMIT_NOFILE:", err)
 	}
 	defer func() { _ = syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim) }()
-	var conns []net.Conn
-	for range 35 {
-		c, err := net.Dial("tcp", te.addr)
-		if err != nil {
-			break
+	for _, fd := range socks {
+		if err := syscall.Connect(fd, &syscall.SockaddrInet4{Port: int(ap.Port()), Addr: ap.Addr().As4()}); err != nil {
+			t.Fatal(err)
 		}
-		conns = append(conns, c)
 	}
 	waitFor(t, "an accept failure", func() bool { return te.Stats().AcceptFailures > 0 })
 	wakes := te.group.Shards()[0].Wakes.Load() + te.group.Shards()[1%len(te.group.Shards())].Wakes.Load()
@@ -759,9 +772,10 @@ func TestAcceptPausesWithoutDescriptors(t *testing.T) {
 	if w := te.group.Shards()[0].Wakes.Load() + te.group.Shards()[1%len(te.group.Shards())].Wakes.Load() - wakes; w > 200 {
 		t.Fatalf("the shards woke %d times in 300 ms without descriptors (spinning)", w)
 	}
-	for _, c := range conns {
-		c.Close()
+	for _, fd := range socks {
+		_ = syscall.Close(fd)
 	}
+	socks = nil
 	_ = syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim)
 	resp, _ := get(t, testClient(), "GET", te.url("/"), nil, nil)
 	if resp.StatusCode != 200 {
