@@ -1,7 +1,7 @@
 // Package h2mux is Ballast's own HTTP/2 server side: a proxy-specialised connection state
 // machine (RFC 9113, HPACK by golang.org/x/net/http2/hpack) with no I/O, no goroutine and no
-// channel of its own, in the manner of HAProxy's mux_h2. Its owner (h2proxy's, serving
-// Ballast's HTTP/2 plane; a test; later a shard of the event-loop engine) feeds it the bytes
+// channel of its own, in the manner of HAProxy's mux_h2. Its owner (a shard of the event-loop
+// engine, package h1, on the server and the client side; a test) feeds it the bytes
 // read from the client and writes out the frames it produced; the connection reports stream
 // events and frames the owner's responses within the client's flow-control windows.
 //
