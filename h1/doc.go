@@ -11,9 +11,9 @@
 // bytes tell HTTP/2 from HTTP/1.1), ServeTLS a TLS one (it must lend its descriptor: the
 // shards accept from it with raw accept4); Shutdown stops accepting, closes idle connections
 // and waits for the requests in flight; Stats reports what the engine counts (responses by
-// class, retries and hedges are the core's), HTTP2Counters what its HTTP/2 connections count and
-// H2BackendStats what its HTTP/2 backend connections do (package admin shows them on /metrics). Package server serves every HTTP listener with it
-// (server/plane.go). The engine needs Linux (epoll): elsewhere New fails, and a configuration
+// class, retries and hedges are the core's), HTTP2Counters what its HTTP/2 client connections
+// count and H2BackendStats what its HTTP/2 backend connections do (package admin shows all
+// three on /metrics). Package server serves every HTTP listener with it (server/plane.go). The engine needs Linux (epoll): elsewhere New fails, and a configuration
 // with an HTTP listener is refused.
 //
 // # A request's path

@@ -4,11 +4,10 @@
 // error pages, per-route timeouts and retries), the client address and forwarding fields
 // (trusted_proxies, X-Forwarded-*, Forwarded), the outcome of an attempt and what follows
 // from it (retry, hedge, answer, outlier and status counters), and the access-log line. It
-// knows neither fasthttp nor net/http: an engine (h1, the event-loop engine, for HTTP/1.1 and
-// HTTP/2; h2proxy for HTTP/2 on goroutines until it is deleted) parses and frames messages, moves
-// bytes and runs attempts; the core decides everything else, so that a route answers alike
-// whichever HTTP version a client speaks. The engines do not know each other: an HTTP/1
-// engine may lend its backend connections to another through Bridge.
+// knows neither fasthttp nor net/http: the engine (package h1, the event-loop engine, for
+// HTTP/1.1 and HTTP/2) parses and frames messages, moves bytes and runs attempts; the core
+// decides everything else, so that a route answers alike whichever HTTP version a client
+// speaks.
 //
 // # What an engine implements
 //

@@ -171,7 +171,7 @@ func (s *Server) closeRemoved(cfg *config.Config) {
 }
 
 // fixedOptionsChanged reports a change in the options a served listener cannot take on.
-// Certificates and the TLS policy are taken on by a reload (see tlsfront.go); turning TLS on
+// Certificates and the TLS policy are taken on by a reload (see tlscerts.go); turning TLS on
 // or off is not.
 func fixedOptionsChanged(a, b config.Listener) bool {
 	a.ExposeBackend, b.ExposeBackend = false, false

@@ -33,13 +33,12 @@ type Conn struct {
 // transport is crypto/tls's net.Conn: the handshake's blocking duplicate until Attach, then
 // the shard's descriptor.
 type transport struct {
-	prefix  []byte // bytes read from the descriptor before the handshake (HandshakeWith), read first
-	nc      net.Conn
-	onClose func() // Blocking's: run once when crypto/tls closes the connection
-	f       *evloop.FD
-	la, ra  net.Addr
-	wbuf    []byte // ciphertext collected from crypto/tls (a buffer of the shard's pool)
-	sent    int    // how much of wbuf the socket has taken
+	prefix []byte // bytes read from the descriptor before the handshake (HandshakeWith), read first
+	nc     net.Conn
+	f      *evloop.FD
+	la, ra net.Addr
+	wbuf   []byte // ciphertext collected from crypto/tls (a buffer of the shard's pool)
+	sent   int    // how much of wbuf the socket has taken
 	// The record boundaries of every byte read from the socket (records), so that Read
 	// knows whether crypto/tls may hold a whole record the socket no longer shows.
 	rec records
@@ -131,10 +130,6 @@ func (t *transport) Write(p []byte) (int, error) {
 }
 
 func (t *transport) Close() error {
-	if f := t.onClose; f != nil {
-		t.onClose = nil
-		f()
-	}
 	if t.nc != nil {
 		return t.nc.Close()
 	}
@@ -167,7 +162,7 @@ func (t *transport) SetWriteDeadline(d time.Time) error {
 
 // Handshake runs the server handshake on the connected socket fd within timeout, blocking
 // its goroutine (never a shard's). fd stays the caller's: on success hand it and the Conn to
-// a shard (Attach), or keep the Conn blocking (Blocking) and close fd; on failure close fd.
+// a shard (Attach); on failure close fd.
 func Handshake(fd int, cfg *tls.Config, timeout time.Duration) (*Conn, error) {
 	return HandshakeWith(fd, cfg, timeout, Options{})
 }
@@ -178,7 +173,7 @@ type Options struct {
 	// ClientHello's start): crypto/tls reads them before the socket. HandshakeWith keeps it.
 	Prefix []byte
 	// Local and Remote, when not nil, are the addresses the connection reports (a PROXY
-	// header's) instead of the socket's: a Blocking connection's server sees them.
+	// header's) instead of the socket's: crypto/tls's ClientHelloInfo.Conn reports them.
 	Local, Remote net.Addr
 }
 
@@ -222,14 +217,6 @@ func dupCloexec(fd int) (int, error) {
 
 // ConnectionState is crypto/tls's: the version, the cipher suite, the negotiated protocol.
 func (c *Conn) ConnectionState() tls.ConnectionState { return c.tc.ConnectionState() }
-
-// Blocking returns the connection as a blocking *tls.Conn over the handshake's duplicate, for
-// a protocol served by goroutines; the Conn must not be attached then. onClose (may be nil)
-// runs once, when the connection is closed.
-func (c *Conn) Blocking(onClose func()) *tls.Conn {
-	c.t.onClose = onClose
-	return c.tc
-}
 
 // Attach moves the connection onto f, the shard's registration of the original descriptor;
 // on the shard's goroutine. The handshake's duplicate is closed. crypto/tls may already hold

@@ -281,8 +281,8 @@ func TestHandshakeFailures(t *testing.T) {
 }
 
 // TestHandshakeWithPrefix: a server that read the start of the ClientHello itself (as a PROXY
-// header's reader may) hands those bytes to HandshakeWith: the handshake completes, a Blocking
-// connection reports Options' addresses, and data flows both ways.
+// header's reader may) hands those bytes to HandshakeWith: the handshake completes, the
+// connection (crypto/tls over the handshake's duplicate) reports Options' addresses, and data flows both ways.
 func TestHandshakeWithPrefix(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -315,7 +315,7 @@ func TestHandshakeWithPrefix(t *testing.T) {
 			errc <- err
 			return
 		}
-		tc := c.Blocking(nil)
+		tc := c.tc // crypto/tls over the handshake's blocking duplicate
 		defer tc.Close()
 		if got := tc.RemoteAddr().String(); got != remote.String() {
 			errc <- errors.New("RemoteAddr " + got + ", want " + remote.String())

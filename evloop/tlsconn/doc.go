@@ -8,11 +8,9 @@
 // The shard accepts the socket and hands its descriptor to Handshake, which the caller runs
 // in a goroutine: it duplicates the descriptor into a blocking net.Conn of the runtime's
 // poller (so the handshake's reads wait in the poller, bounded by a deadline), runs
-// crypto/tls's server handshake over it, and returns the Conn. The caller then either keeps
-// the connection blocking (Blocking: a connection that negotiated a protocol served by
-// goroutines, such as h2 before it runs on the shards) and closes the original descriptor,
-// or posts the Conn to the shard, registers the original descriptor there and calls Attach,
-// which closes the duplicate: from then on every read and write is a raw non-blocking system
+// crypto/tls's server handshake over it, and returns the Conn. The caller then posts the Conn
+// to the shard, registers the original descriptor there and calls Attach, which closes the
+// duplicate: from then on every read and write is a raw non-blocking system
 // call on the shard's descriptor.
 //
 // The client side is the same Conn. The shard's non-blocking connect completes; on the shard,
