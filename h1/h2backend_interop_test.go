@@ -59,23 +59,7 @@ func testH2BackendGRPCInterop(t *testing.T, kind string) {
 	}
 	t.Cleanup(func() { conn.Close() })
 	tc := testgrpc.NewTestServiceClient(conn)
-	for _, c := range []struct {
-		name string
-		run  func(context.Context, testgrpc.TestServiceClient, ...grpc.CallOption)
-	}{
-		{"empty_unary", interop.DoEmptyUnaryCall},
-		{"large_unary", interop.DoLargeUnaryCall},
-		{"client_streaming", interop.DoClientStreaming},
-		{"server_streaming", interop.DoServerStreaming},
-		{"ping_pong", interop.DoPingPong},
-		{"empty_stream", interop.DoEmptyStream},
-		{"cancel_after_begin", interop.DoCancelAfterBegin},
-		{"cancel_after_first_response", interop.DoCancelAfterFirstResponse},
-		{"timeout_on_sleeping_server", interop.DoTimeoutOnSleepingServer},
-		{"status_code_and_message", interop.DoStatusCodeAndMessage},
-		{"special_status_message", interop.DoSpecialStatusMessage},
-		{"custom_metadata", interop.DoCustomMetadata},
-	} {
+	for _, c := range grpcInteropCases {
 		t.Run(c.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
@@ -90,4 +74,24 @@ func testH2BackendGRPCInterop(t *testing.T, kind string) {
 	if st := te.H2BackendStats(); st.Streams < 12 {
 		t.Errorf("HTTP/2 backend streams %d: the calls did not go over the shards' backend connections", st.Streams)
 	}
+}
+
+// grpcInteropCases are grpc-go's interop cases (google.golang.org/grpc/interop) that every
+// path to a gRPC backend runs.
+var grpcInteropCases = []struct {
+	name string
+	run  func(context.Context, testgrpc.TestServiceClient, ...grpc.CallOption)
+}{
+	{"empty_unary", interop.DoEmptyUnaryCall},
+	{"large_unary", interop.DoLargeUnaryCall},
+	{"client_streaming", interop.DoClientStreaming},
+	{"server_streaming", interop.DoServerStreaming},
+	{"ping_pong", interop.DoPingPong},
+	{"empty_stream", interop.DoEmptyStream},
+	{"cancel_after_begin", interop.DoCancelAfterBegin},
+	{"cancel_after_first_response", interop.DoCancelAfterFirstResponse},
+	{"timeout_on_sleeping_server", interop.DoTimeoutOnSleepingServer},
+	{"status_code_and_message", interop.DoStatusCodeAndMessage},
+	{"special_status_message", interop.DoSpecialStatusMessage},
+	{"custom_metadata", interop.DoCustomMetadata},
 }

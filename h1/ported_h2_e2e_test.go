@@ -421,8 +421,8 @@ pools: [{name: p, protocol: %s, backends: [{address: %s, name: b1}]}]
 	}
 }
 
-// bothBackendProtocols runs test once with h2c backends and once with HTTP/1.1 ones (which go
-// through the HTTP/1 engine's connection pools, see httpcore.Bridge): the rules are the same.
+// bothBackendProtocols runs test once with h2c backends and once with HTTP/1.1 ones: the rules
+// are the same.
 func bothBackendProtocols(t *testing.T, test func(t *testing.T, protocol string)) {
 	for _, protocol := range []string{"h2c", "http1"} {
 		t.Run(protocol, func(t *testing.T) { test(t, protocol) })

@@ -20,7 +20,6 @@ import (
 	"golang.org/x/net/http2"
 
 	"ballast/config"
-	"ballast/h2mux"
 	"ballast/httpcore"
 	"ballast/internal/testcert"
 	"ballast/upstream"
@@ -29,40 +28,10 @@ import (
 // Helpers of the tests ported from package h2proxy (the goroutine HTTP/2 plane: its tests
 // started a whole server.Start, whose listeners the engine served), so that each runs
 // against the engine as it was written: startYAML is h2proxy's start (the same YAML, loaded
-// by config.Load, every listener served by one engine, TLS ones with ALPN h2 and http/1.1),
+// by config.Load, every listener served by one engine with its own HTTP/2 settings
+// (h2config.go, the values h2proxy had), TLS ones with ALPN h2 and http/1.1),
 // xh2c its h2c client, dualServer its h2cServer, tlsH2Server its tlsServer, waitForD its
 // waitFor.
-
-// The HTTP/2 settings package server gives the engine (h2proxy/limits.go and MuxConfig when
-// these tests were ported; h1only moves them out of h2proxy): the values the ported limits
-// tests check on the wire.
-const (
-	portedMaxConcurrentStreams     = 250
-	portedMaxClientResetsPerSecond = 200
-	portedStreamWindow             = 1 << 20
-	portedConnWindow               = 4 << 20
-	portedMaxReadFrameSize         = 1 << 14
-	portedPingAfter                = 30 * time.Second
-	portedPingTimeout              = 15 * time.Second
-)
-
-// portedMuxConfig is the h2mux configuration of a connection of listener l, as server's.
-func portedMuxConfig(l *config.Listener) h2mux.Config {
-	maxHdr := l.MaxHeaderBytes
-	if maxHdr <= 0 {
-		maxHdr = config.DefaultMaxHeaderBytes
-	}
-	return h2mux.Config{
-		MaxConcurrentStreams: portedMaxConcurrentStreams,
-		StreamWindow:         portedStreamWindow,
-		ConnWindow:           portedConnWindow,
-		MaxHeaderListSize:    maxHdr,
-		ResetBurst:           portedMaxClientResetsPerSecond,
-		IdleTimeout:          config.Or(l.IdleTimeout.Duration, config.DefaultIdleTimeout),
-		PingAfter:            portedPingAfter,
-		PingTimeout:          portedPingTimeout,
-	}
-}
 
 // yamlEngine is one engine serving every listener of a YAML configuration.
 type yamlEngine struct {
@@ -70,7 +39,6 @@ type yamlEngine struct {
 	e     *Engine
 	core  *httpcore.Core
 	file  string
-	ctr   *h2mux.Counters
 	cfg   *config.Config // the running configuration (guarded by mu)
 	addrs map[string]net.Addr
 	mu    sync.Mutex
@@ -97,7 +65,7 @@ func startYAMLFile(t testing.TB, file string) *yamlEngine {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ye := &yamlEngine{t: t, file: file, ctr: new(h2mux.Counters), addrs: map[string]net.Addr{}, cfg: cfg}
+	ye := &yamlEngine{t: t, file: file, addrs: map[string]net.Addr{}, cfg: cfg}
 	ye.pools, err = buildPools(cfg, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -109,7 +77,6 @@ func startYAMLFile(t testing.TB, file string) *yamlEngine {
 	if err := ye.core.Swap(cfg, ye.pools); err != nil {
 		t.Fatal(err)
 	}
-	ye.e.SetHTTP2(portedMuxConfig, ye.ctr)
 	var lns []net.Listener
 	for _, l := range cfg.Listeners {
 		ln, err := net.Listen("tcp", l.Address)

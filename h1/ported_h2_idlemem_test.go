@@ -7,7 +7,6 @@ import (
 	"crypto/tls"
 	"net"
 	"runtime"
-	"strings"
 	"testing"
 	"time"
 
@@ -62,7 +61,7 @@ func TestIdleMemoryH2(t *testing.T) {
 			if d := runtime.NumGoroutine() - goroutines; d > 10 {
 				t.Errorf("%d goroutines more with %d idle HTTP/2 connections, want none per connection", d, n)
 			}
-			per := serverHeap(t, "h1.idleH2Open") / n
+			per := serverHeap(t, "h1.idleH2Open", "TestIdleMemoryH2") / n
 			t.Logf("per idle %s connection, server side: %d bytes of live heap", tc.name, per)
 			if per > tc.bound {
 				t.Fatalf("%d bytes per idle %s connection, want at most %d", per, tc.name, tc.bound)
@@ -120,44 +119,4 @@ func idleH2Open(t *testing.T, addr string, useTLS bool, hello []byte) {
 		}
 	}
 	_ = c.SetReadDeadline(time.Time{})
-}
-
-// serverHeap is the live heap (MemProfileRate 1) allocated under the engine's shards and TLS
-// handshakes, not under the client function named client.
-func serverHeap(t *testing.T, client string) int64 {
-	t.Helper()
-	var recs []runtime.MemProfileRecord
-	for {
-		k, ok := runtime.MemProfile(recs, false)
-		if ok {
-			recs = recs[:k]
-			break
-		}
-		recs = make([]runtime.MemProfileRecord, k+64)
-	}
-	var server int64
-	for _, r := range recs {
-		if r.InUseBytes() == 0 {
-			continue
-		}
-		frames := runtime.CallersFrames(r.Stack())
-		side := ""
-		for {
-			f, more := frames.Next()
-			switch {
-			case strings.Contains(f.Function, "tlsconn.Handshake"), strings.Contains(f.Function, "h1.(*tlsAttach)"),
-				strings.Contains(f.Function, "evloop.(*Shard)"):
-				side = "server"
-			case strings.Contains(f.Function, client), strings.Contains(f.Function, "TestIdleMemoryH2"):
-				side = "client"
-			}
-			if side != "" || !more {
-				break
-			}
-		}
-		if side == "server" {
-			server += r.InUseBytes()
-		}
-	}
-	return server
 }

@@ -74,30 +74,13 @@ routes:
 		{"TLS front, h2c backend", "tls", credentials.NewTLS(&tls.Config{InsecureSkipVerify: true})},
 		{"TLS front, h2 (TLS) backend", "tls-to-h2", credentials.NewTLS(&tls.Config{InsecureSkipVerify: true})},
 	}
-	cases := []struct {
-		name string
-		run  func(context.Context, testgrpc.TestServiceClient, ...grpc.CallOption)
-	}{
-		{"empty_unary", interop.DoEmptyUnaryCall},
-		{"large_unary", interop.DoLargeUnaryCall},
-		{"client_streaming", interop.DoClientStreaming},
-		{"server_streaming", interop.DoServerStreaming},
-		{"ping_pong", interop.DoPingPong},
-		{"empty_stream", interop.DoEmptyStream},
-		{"cancel_after_begin", interop.DoCancelAfterBegin},
-		{"cancel_after_first_response", interop.DoCancelAfterFirstResponse},
-		{"timeout_on_sleeping_server", interop.DoTimeoutOnSleepingServer},
-		{"status_code_and_message", interop.DoStatusCodeAndMessage},
-		{"special_status_message", interop.DoSpecialStatusMessage},
-		{"custom_metadata", interop.DoCustomMetadata},
-	}
 	for _, f := range fronts {
 		conn, err := grpc.NewClient("passthrough:///"+s.Addr(f.listener).String(), grpc.WithTransportCredentials(f.creds))
 		if err != nil {
 			t.Fatal(err)
 		}
 		tc := testgrpc.NewTestServiceClient(conn)
-		for _, c := range cases {
+		for _, c := range grpcInteropCases {
 			t.Run(f.name+"/"+c.name, func(t *testing.T) {
 				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 				defer cancel()

@@ -23,6 +23,7 @@ import (
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
 
+	"ballast/h2mux"
 	"ballast/internal/testcert"
 )
 
@@ -161,9 +162,9 @@ func testH2SettingsAnnounceLimits(t *testing.T) {
 		return true
 	})
 	want := map[http2.SettingID]uint32{
-		http2.SettingMaxConcurrentStreams: portedMaxConcurrentStreams,
-		http2.SettingMaxFrameSize:         portedMaxReadFrameSize,
-		http2.SettingInitialWindowSize:    portedStreamWindow,
+		http2.SettingMaxConcurrentStreams: h2MaxConcurrentStreams,
+		http2.SettingMaxFrameSize:         h2mux.DefaultMaxFrameSize,
+		http2.SettingInitialWindowSize:    h2StreamWindow,
 	}
 	if _, ok := got[http2.SettingMaxFrameSize]; !ok {
 		got[http2.SettingMaxFrameSize] = 1 << 14 // not announced: the protocol's initial value
@@ -366,8 +367,8 @@ done:
 	case <-time.After(10 * time.Second):
 		t.Fatalf("still connected after %d resets", resets)
 	}
-	if resets < portedMaxClientResetsPerSecond {
-		t.Errorf("disconnected after only %d resets, under the limit of %d per second", resets, portedMaxClientResetsPerSecond)
+	if resets < h2ResetBurst {
+		t.Errorf("disconnected after only %d resets, under the limit of %d per second", resets, h2ResetBurst)
 	}
 	t.Logf("disconnected after %d resets in waves of 100", resets)
 }
