@@ -408,18 +408,28 @@ func newRawBackendProto(t *testing.T, tc *tls.Config, h2 bool, answers ...string
 		answers = []string{okAnswer}
 	}
 	rb := &rawBackend{ln: ln, answers: answers, closed: make(chan struct{}, 16), h2: h2}
+	// wg counts the accept loop too, so that its Adds never race the cleanup's Wait; a
+	// connection accepted after the cleanup closed the others is closed at once.
 	var wg sync.WaitGroup
 	var conns []net.Conn
+	done := false
+	wg.Add(1)
 	go func() {
+		defer wg.Done()
 		for {
 			c, err := ln.Accept()
 			if err != nil {
 				return
 			}
 			rb.mu.Lock()
+			if done {
+				rb.mu.Unlock()
+				c.Close()
+				continue
+			}
 			conns = append(conns, c)
-			rb.mu.Unlock()
 			wg.Add(1)
+			rb.mu.Unlock()
 			go func() {
 				defer wg.Done()
 				if rb.h2 {
@@ -433,6 +443,7 @@ func newRawBackendProto(t *testing.T, tc *tls.Config, h2 bool, answers ...string
 	t.Cleanup(func() {
 		ln.Close()
 		rb.mu.Lock()
+		done = true
 		for _, c := range conns {
 			c.Close()
 		}
