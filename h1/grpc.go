@@ -8,7 +8,7 @@ import (
 	"ballast/httpcore"
 )
 
-// gRPC on the shards' HTTP/2 streams (as h2proxy gives it): an answer of Ballast's own to a
+// gRPC on the shards' HTTP/2 streams: an answer of Ballast's own to a
 // gRPC request (content-type application/grpc) is a trailers-only response, HTTP 200 with
 // the gRPC status of the HTTP one and its text as grpc-message, never an HTTP error page;
 // and a request's grpc-timeout bounds its exchange: past it a request still waiting for its
@@ -58,7 +58,7 @@ func (ex *exchange) deadlinePassed() {
 
 // brokenStatus ends a gRPC stream whose backend broke off after the response head with a
 // gRPC status in trailers (UNAVAILABLE, or DEADLINE_EXCEEDED past its grpc-timeout) instead
-// of a reset, as h2proxy does: the client sees why. Only when nothing waits for the client's
+// of a reset: the client sees why. Only when nothing waits for the client's
 // window (trailers go after the DATA already framed); false: the caller resets.
 func (st *h2stream) brokenStatus() bool {
 	if len(st.out) > 0 || st.trl != nil || st.ended {

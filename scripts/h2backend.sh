@@ -4,15 +4,15 @@
 # two nginx backends serving 44 bytes over h2c (prior knowledge), clients h2load over h2c
 # (-c 16 -m 10) and over HTTP/1.1 (--h1 -c 16). Runs interleaved (HAProxy, Ballast,
 # Ballast2, ...), CPU utime+stime of each proxy from /proc (procstat.py of the shared peers
-# tools); medians of REPS runs and the ratios to HAProxy. BALLAST_BIN2 (say main's build, where
-# h2proxy serves h2c pools) runs beside on its own ports. Fixed ports: run it under
+# tools); medians of REPS runs and the ratios to HAProxy. BALLAST_BIN2 (say a build before
+# 2026-12-02, where h2proxy served h2c pools) runs beside on its own ports. Fixed ports: run it under
 # `flock /work/notes/bench.lock`. The HTTP/1.1 row has no comparison for builds before
 # 2026-12-02 (their fasthttp plane spoke HTTP/1.1 to h2c pools, which these h2c-only backends
 # refuse: nan), and HAProxy's
 # answers to h2load --h1 through its h2 servers count as failed here (nan; curl gets them).
 # TLS=1: the backends speak HTTP/2 over TLS instead (nginx `ssl http2`, a self-signed
 # certificate; Ballast's pool `protocol: h2` with insecure_skip_verify, HAProxy's servers
-# `ssl verify none alpn h2`); BALLAST_BIN2 is then, say, a build where h2proxy serves h2 pools.
+# `ssl verify none alpn h2`); BALLAST_BIN2 is then, say, a build where h2proxy served h2 pools.
 set -u
 TLS=${TLS:-0}
 BIN=$(readlink -f "$1"); REPS=${2:-5}; N=${3:-40000}; BIN2=${4:+$(readlink -f "$4")}

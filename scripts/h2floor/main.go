@@ -1,4 +1,4 @@
-//lint:file-ignore SA1019 the floor is measured on golang.org/x/net/http2, which Ballast's HTTP/2 plane uses (see h2proxy), as well as on net/http's own HTTP/2.
+//lint:file-ignore SA1019 the floor is measured on golang.org/x/net/http2, which Ballast's HTTP/2 plane used before its own engine (h2mux), as well as on net/http's own HTTP/2.
 
 // Command h2floor is a measuring tool, not part of Ballast: the cheapest HTTP/2 server that
 // the libraries Ballast's HTTP/2 plane is built on allow, answering the 44-byte page of the
