@@ -6,8 +6,8 @@ import (
 	"time"
 )
 
-// gRPC over HTTP/2, as the event-loop engine's streams need it (h1/grpc.go): the status of an answer Ballast gives itself, the grpc-timeout field,
-// the grpc-message encoding.
+// gRPC over HTTP/2, as the event-loop engine's streams need it (h1/grpc.go): the status of
+// an answer Ballast gives itself, the grpc-timeout field, the grpc-message encoding.
 
 // gRPC status codes Ballast answers with (google.golang.org/grpc/codes).
 const (
