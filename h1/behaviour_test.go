@@ -3,6 +3,7 @@
 package h1
 
 import (
+	"ballast/internal/refused"
 	"bufio"
 	"bytes"
 	"context"
@@ -443,9 +444,7 @@ func TestBacklog(t *testing.T) {
 // TestRetryOnConnectFailure: a pool with a dead backend answers every request from the live
 // one, the dead one taken out of rotation.
 func TestRetryOnConnectFailure(t *testing.T) {
-	ln, _ := net.Listen("tcp", "127.0.0.1:0")
-	dead := ln.Addr().String()
-	ln.Close()
+	dead := refused.TCP(t)
 	var count atomic.Int64
 	live := slowBackend(t, 0, &count)
 	te := startEngine(t, testConfig(testPool("p", "roundrobin", dead, live)))

@@ -3,12 +3,12 @@
 package h1
 
 import (
+	"ballast/internal/refused"
 	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -185,9 +185,7 @@ func testRetries(t *testing.T, protocol string) {
 		}
 		fmt.Fprint(w, "live")
 	}))
-	dead, _ := net.Listen("tcp", "127.0.0.1:0") // after live's: never its port
-	deadAddr := dead.Addr().String()
-	dead.Close()
+	deadAddr := refused.TCP(t)
 	s := startYAML(t, fmt.Sprintf(`
 listeners: [{name: in, address: "127.0.0.1:0", h2c: true}]
 pools: [{name: p, protocol: %s, retries: {attempts: 2}, backends: [{address: %s}, {address: %s}]}]
@@ -309,9 +307,7 @@ func TestMetricsCountBothPlanes(t *testing.T) { bothBackendProtocols(t, testMetr
 
 func testMetricsCountBothPlanes(t *testing.T, protocol string) {
 	live := dualServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "ok") }))
-	dead, _ := net.Listen("tcp", "127.0.0.1:0") // after live's: never its port
-	deadAddr := dead.Addr().String()
-	dead.Close()
+	deadAddr := refused.TCP(t)
 	s := startYAML(t, fmt.Sprintf(`
 listeners: [{name: in, address: "127.0.0.1:0", h2c: true}]
 admin: {address: "127.0.0.1:0"}

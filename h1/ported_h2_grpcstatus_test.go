@@ -3,9 +3,9 @@
 package h1
 
 import (
+	"ballast/internal/refused"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -24,9 +24,7 @@ func TestGRPCFailureStatuses(t *testing.T) {
 		case <-time.After(5 * time.Second):
 		}
 	}))
-	dead, _ := net.Listen("tcp", "127.0.0.1:0") // after slow's: never its port
-	deadAddr := dead.Addr().String()
-	dead.Close()
+	deadAddr := refused.TCP(t)
 	s := startYAML(t, fmt.Sprintf(`
 listeners: [{name: in, address: "127.0.0.1:0", h2c: true}]
 pools:

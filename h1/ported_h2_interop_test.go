@@ -3,6 +3,7 @@
 package h1
 
 import (
+	"ballast/internal/refused"
 	"ballast/internal/testcert"
 	"context"
 	"crypto/tls"
@@ -99,9 +100,7 @@ routes:
 // A real gRPC client sees a pool with no live backend as codes.Unavailable with Ballast's
 // message, not as an HTTP error.
 func TestGRPCClientSeesUnavailable(t *testing.T) {
-	dead, _ := net.Listen("tcp", "127.0.0.1:0")
-	deadAddr := dead.Addr().String()
-	dead.Close()
+	deadAddr := refused.TCP(t)
 	s := startYAML(t, fmt.Sprintf(`
 listeners: [{name: in, address: "127.0.0.1:0", h2c: true}]
 pools: [{name: p, protocol: h2c, backends: [{address: %s}]}]

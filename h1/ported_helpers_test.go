@@ -4,6 +4,7 @@ package h1
 
 import (
 	"ballast/config"
+	"ballast/internal/refused"
 	"bufio"
 	"bytes"
 	"fmt"
@@ -143,13 +144,7 @@ func closingBackend(t testing.TB) (addr string, hits *atomic.Int64) {
 
 // deadAddr is a 127.0.0.1 address nothing listens on.
 func deadAddr(t testing.TB) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	return addr
+	return refused.TCP(t)
 }
 
 type syncBuffer struct {

@@ -1,6 +1,7 @@
 package health
 
 import (
+	"ballast/internal/refused"
 	"context"
 	"fmt"
 	"net"
@@ -199,12 +200,7 @@ func TestMonitorRiseFall(t *testing.T) {
 }
 
 func TestMonitorPicksUpAddedBackendsAndStops(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dead := ln.Addr().String()
-	ln.Close()
+	dead := refused.TCP(t)
 	pc := config.Pool{Name: "web", Balancer: "roundrobin", Backends: []config.Backend{{Name: "a", Address: dead, Weight: 1}},
 		Health: config.HealthCheck{Type: "tcp", Interval: config.Duration{Duration: 10 * time.Millisecond},
 			Timeout: config.Duration{Duration: time.Second}, Rise: 1, Fall: 1}}

@@ -1,6 +1,7 @@
 package health
 
 import (
+	"ballast/internal/refused"
 	"context"
 	"net"
 	"strings"
@@ -29,9 +30,7 @@ func TestGRPCProber(t *testing.T) {
 	healthpb.RegisterHealthServer(srv, hs)
 	go srv.Serve(ln)
 	t.Cleanup(srv.Stop)
-	dead, _ := net.Listen("tcp", "127.0.0.1:0")
-	deadAddr := dead.Addr().String()
-	dead.Close()
+	deadAddr := refused.TCP(t)
 
 	cases := []struct {
 		name, service, addr string

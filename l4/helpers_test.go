@@ -1,6 +1,7 @@
 package l4
 
 import (
+	"ballast/internal/refused"
 	"context"
 	"io"
 	"net"
@@ -105,13 +106,7 @@ func named(name string) func(*net.TCPConn) {
 // deadPort is a loopback port with nothing listening: connects are refused.
 func deadPort(t testing.TB) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	a := ln.Addr().String()
-	ln.Close()
-	return a
+	return refused.TCP(t)
 }
 
 // startTCP serves routes on a loopback listener and shuts the proxy down when the test ends.

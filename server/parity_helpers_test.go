@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"ballast/internal/refused"
 	"bufio"
 	"bytes"
 	"context"
@@ -660,20 +661,9 @@ func listenerYAML(cert, key, extra string) string {
 %s`, ind, cert, key, ind, cert, key, ind)
 }
 
-var deadOnce sync.Once
-var deadAddr string
-
 // deadAddress is a loopback address nothing listens on (connections are refused).
 func deadAddress(t *testing.T) string {
-	deadOnce.Do(func() {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		deadAddr = ln.Addr().String()
-		ln.Close()
-	})
-	return deadAddr
+	return refused.TCP(t)
 }
 
 // startParity starts Ballast for one case: yaml may name the backends' addresses as {B0},

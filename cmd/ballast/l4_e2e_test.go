@@ -1,6 +1,7 @@
 package main
 
 import (
+	"ballast/internal/refused"
 	"bufio"
 	"encoding/json"
 	"fmt"
@@ -637,12 +638,7 @@ func fdCount(t *testing.T, pid int) (others, pipes int) {
 // more cached splice pipes after 10,000 than after 5,000); a backend that resets mid-stream
 // closes the client connection.
 func TestServeTCPFaults(t *testing.T) {
-	dead, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	refused := dead.Addr().String()
-	dead.Close()
+	refusing := refused.TCP(t)
 	a := peertest.TCPGreeter(t, "a")
 	// dies answers its greeting, reads one line and resets the connection.
 	dies, err := net.Listen("tcp", "127.0.0.1:0")
@@ -675,7 +671,7 @@ pools:
 routes:
   - {listener: main, pool: p}
   - {listener: dying, pool: d}
-`, refused, a, dies.Addr().String()))
+`, refusing, a, dies.Addr().String()))
 	p := e2eStart(t, "serve", "-c", file)
 	ls := e2eListeners(p)
 	pid := p.cmd.Process.Pid

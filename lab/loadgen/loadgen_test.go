@@ -1,6 +1,7 @@
 package loadgen
 
 import (
+	"ballast/internal/refused"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -264,12 +265,7 @@ func TestDurationAndCancel(t *testing.T) {
 }
 
 func TestConnectionRefused(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
+	addr := refused.TCP(t)
 	res := run(t, Options{URL: "http://" + addr + "/", N: 5, C: 2})
 	if res.Requests != 5 || res.Failed != 5 {
 		t.Errorf("refused: %d requests, %d failed, want 5, 5", res.Requests, res.Failed)
