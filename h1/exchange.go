@@ -108,6 +108,7 @@ type attempt struct {
 	wrote   bool
 	start   int64
 	ttfb    int64
+	freed   bool // the slot released when the response was read whole (releaseRead)
 	dnsAddr netip.AddrPort
 	dnsErr  error
 }
@@ -916,6 +917,10 @@ func (ex *exchange) dropAll() {
 	for i := range ex.places() {
 		a := ex.attemptAt(i)
 		if !a.live {
+			continue
+		}
+		if a.freed {
+			a.drop(nil)
 			continue
 		}
 		b, lat := a.b, a.ttfb

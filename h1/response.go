@@ -241,6 +241,9 @@ func (ex *exchange) responseHead(raw []byte, r *respHead, rest []byte) {
 	}
 	bc.releaseIn()
 	sh.wbuf = w
+	if !rs.broken && ex.respDone() {
+		ex.releaseRead()
+	}
 	if !c.write(w, body) {
 		return
 	}
@@ -344,6 +347,7 @@ func (ex *exchange) pumpResponse() {
 				default:
 					sh.wbuf = sh.wbuf[:0]
 				}
+				ex.releaseRead()
 				if len(sh.wbuf) > 0 && !c.write(sh.wbuf, nil) {
 					return
 				}
@@ -357,6 +361,9 @@ func (ex *exchange) pumpResponse() {
 		sh.wbuf = w
 		if used < n {
 			rs.reusable = false
+		}
+		if !rs.broken && ex.respDone() {
+			ex.releaseRead()
 		}
 		if !c.write(w, body) || bc.gen != gen || c.generation() != cgen || ex.gen != xgen {
 			return
@@ -403,6 +410,23 @@ func (ex *exchange) responseFailed() {
 	ex.c.abort()
 }
 
+// releaseRead releases the backend's slot of a response read whole, before its last bytes
+// are written to the client: the backend is done with the request, and the write, which
+// wakes the client, can take the shard off its CPU for longer than the client takes to read
+// the response and send its next request, which a least-loaded balancer must not see
+// counted against the backend it was just answered by. The attempt keeps its connection
+// until finishResponse.
+func (ex *exchange) releaseRead() {
+	a := ex.a
+	if a == nil || !a.live || a.freed {
+		return
+	}
+	a.freed = true
+	rs := &ex.resp
+	o := httpcore.Outcome{Status: rs.status}
+	ex.ps.Release(a.b, time.Duration(rs.ttfb), rs.status, ex.ps.BackendFailure(&o))
+}
+
 // finishResponse: the response went to the client whole.
 func (ex *exchange) finishResponse() {
 	a := ex.a
@@ -415,10 +439,8 @@ func (ex *exchange) finishResponse() {
 			bc.close()
 		}
 	}
-	b := a.b
+	ex.releaseRead()
 	a.drop(nil)
-	o := httpcore.Outcome{Status: rs.status}
-	ex.ps.Release(b, time.Duration(rs.ttfb), rs.status, ex.ps.BackendFailure(&o))
 	ex.logAccess()
 	if ex.draining() && !ex.c.closing() {
 		ex.drainBody() // an early answer: the rest of the body, then the next request
