@@ -256,3 +256,31 @@ func TestPooledHandoff(t *testing.T) {
 		t.Errorf("row a draws %d jitters, hand-off %v; want the calibration's with a's and b's", len(js), js[0].Handoff)
 	}
 }
+
+// TestAheadOfReleases: a response its client read before Ballast released its slot is
+// counted, whichever release of its backend was whose; releases of an earlier load and runs
+// the ring does not cover are not.
+func TestAheadOfReleases(t *testing.T) {
+	res, _, rels := synthRun(6) // every release 60 µs before its client has the response
+	if got := aheadOfReleases(res, rels); got != 0 {
+		t.Fatalf("released first: %d ahead, want 0", got)
+	}
+	// Request 2 (backend A) released 100 µs after its client read it: one ahead.
+	late := slices.Clone(rels)
+	late[2].AtNs += int64(160 * time.Microsecond)
+	if got := aheadOfReleases(res, late); got != 1 {
+		t.Fatalf("one release after its read: %d ahead, want 1", got)
+	}
+	// The same late release with an earlier load's releases of A in the ring: still one.
+	earlier := append([]advise.Release{{Backend: "A", AtNs: res.Begin.UnixNano() - int64(time.Second)}}, late...)
+	if got := aheadOfReleases(res, earlier); got != 1 {
+		t.Fatalf("with an earlier load's release: %d ahead, want 1", got)
+	}
+	// A ring that lost the load's first releases says nothing.
+	if got := aheadOfReleases(res, late[2:]); got != -1 {
+		t.Fatalf("releases not covering the load: %d, want -1", got)
+	}
+	if s := (Calibration{Jitter: &sim.Jitter{}, Ahead: 1}).String(); !strings.Contains(s, "1 responses read by their client before Ballast released their slot") {
+		t.Fatalf("String: %q", s)
+	}
+}

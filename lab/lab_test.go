@@ -475,6 +475,14 @@ func TestScenariosQuick(t *testing.T) {
 						t.Errorf("%s: own-run range %+v", r.Algorithm, o)
 					}
 				}
+				// Ballast releases a slot before the client can have its response (h1's
+				// releaseRead): no traced row of seed 001's scenarios, whose 50 requests
+				// Ballast's ring holds whole, has a response read ahead of its release.
+				for _, r := range rep.Results {
+					if name != "heterogeneous" && r.Detail.Jitter != "" && !strings.Contains(r.Detail.Jitter, "; 0 responses read by their client before Ballast released their slot") {
+						t.Errorf("%s: responses read before their release: %s", r.Algorithm, r.Detail.Jitter)
+					}
+				}
 				// The lab's repeatability: stated beside the width wherever it was measured
 				// (every traced heterogeneous row; seed 001's rows when their two runs of the
 				// roundrobin row sent the same work), and a note says how, or why not.
