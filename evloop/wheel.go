@@ -34,21 +34,15 @@ const (
 	// fires at the first tick boundary at or after its deadline, never before it, so up to a
 	// tick after it, then late by the shard's wake-up.
 	TickShift = 22
-	tickMask  = 1<<TickShift - 1
 	wheelBits = 12
 	wheelSize = 1 << wheelBits // 4096 slots: one turn of the wheel is about 17 s
 	wheelMask = wheelSize - 1
 )
 
 // tickOf is the tick a timer with deadline at sits in: the one that begins at the first tick
-// boundary at or after at, so that it fires when the clock reaches that boundary.
-func tickOf(at int64) int64 {
-	tk := at >> TickShift
-	if at&tickMask != 0 {
-		tk++
-	}
-	return tk
-}
+// boundary at or after at (at / 2^TickShift rounded up: an arithmetic shift rounds down), so
+// that it fires when the clock reaches that boundary.
+func tickOf(at int64) int64 { return -(-at >> TickShift) }
 
 // wheel is a hashed timing wheel: timers hang in the slot of their tick (tickOf) modulo
 // wheelSize, one doubly linked list per slot, and a bitmap marks the slots
