@@ -45,9 +45,9 @@ const (
 func tickOf(at int64) int64 { return -(-at >> TickShift) }
 
 // wheel is a hashed timing wheel: timers hang in the slot of their tick (tickOf) modulo
-// wheelSize, one doubly linked list per slot, and a bitmap marks the slots
-// that hold any, so the next deadline worth waking for is a scan of 64 words. A timer more
-// than a turn away sits in its slot until the turn it is due (each turn passes it once).
+// wheelSize, one doubly linked list per slot, and a bitmap marks the slots that hold any, so
+// the next deadline worth waking for is a scan of 64 words. A timer more than a turn away
+// sits in its slot until the turn it is due (each turn passes it once).
 //
 // Moving a timer later, which a keep-alive connection does on every request, only stores its
 // new deadline: the slot where it sits is reached earlier and puts it where it now belongs
