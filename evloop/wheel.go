@@ -30,18 +30,24 @@ const (
 	slotNone = -1
 	slotDue  = -2
 
-	// TickShift sets the wheel's resolution: a timer fires within one tick (2^22 ns, about
-	// 4.2 ms) after its deadline. Every timeout of the data planes is a multiple of that.
+	// TickShift sets the wheel's resolution, a tick of 2^22 ns (about 4.19 ms): a timer
+	// fires at the first tick boundary at or after its deadline, never before it, so up to a
+	// tick after it, then late by the shard's wake-up.
 	TickShift = 22
 	wheelBits = 12
 	wheelSize = 1 << wheelBits // 4096 slots: one turn of the wheel is about 17 s
 	wheelMask = wheelSize - 1
 )
 
-// wheel is a hashed timing wheel: timers hang in the slot of their tick (deadline >>
-// TickShift) modulo wheelSize, one doubly linked list per slot, and a bitmap marks the slots
-// that hold any, so the next deadline worth waking for is a scan of 64 words. A timer more
-// than a turn away sits in its slot until the turn it is due (each turn passes it once).
+// tickOf is the tick a timer with deadline at sits in: the one that begins at the first tick
+// boundary at or after at (at / 2^TickShift rounded up: an arithmetic shift rounds down), so
+// that it fires when the clock reaches that boundary.
+func tickOf(at int64) int64 { return -(-at >> TickShift) }
+
+// wheel is a hashed timing wheel: timers hang in the slot of their tick (tickOf) modulo
+// wheelSize, one doubly linked list per slot, and a bitmap marks the slots that hold any, so
+// the next deadline worth waking for is a scan of 64 words. A timer more than a turn away
+// sits in its slot until the turn it is due (each turn passes it once).
 //
 // Moving a timer later, which a keep-alive connection does on every request, only stores its
 // new deadline: the slot where it sits is reached earlier and puts it where it now belongs
@@ -49,16 +55,16 @@ const (
 type wheel struct {
 	slots [wheelSize]*Timer
 	bits  [wheelSize / 64]uint64
-	now   int64 // the last tick whose slot was run: every timer due by it has fired
+	now   int64 // the last tick whose slot was run: every timer due by its start has fired
 	n     int   // armed timers
 	due   *Timer
 }
 
 func (w *wheel) init(now int64) { w.now = now >> TickShift }
 
-// arm sets t to fire at (shard clock); a deadline already due fires at the next advance.
+// arm sets t to fire at (shard clock); a deadline already due fires at the next tick.
 func (w *wheel) arm(t *Timer, at int64) {
-	tk := max(at>>TickShift, w.now+1)
+	tk := max(tickOf(at), w.now+1)
 	if t.slot >= 0 {
 		if t.tick <= tk {
 			t.at = at // its slot comes first and moves it on
@@ -112,8 +118,9 @@ func (w *wheel) unlink(t *Timer) {
 	t.prev, t.next = nil, nil
 }
 
-// advance runs every slot up to now's tick and fires the timers that are due, in no
-// particular order within a tick. It returns how many fired.
+// advance runs every slot up to now's tick and fires the timers that are due (their deadline
+// at or before the start of now's tick, so at or before now), in no particular order within a
+// tick. It returns how many fired.
 func (w *wheel) advance(now int64) int {
 	target := now >> TickShift
 	if target <= w.now {
@@ -135,7 +142,8 @@ func (w *wheel) advance(now int64) int {
 }
 
 // run takes slot i's timers into the due list (so that Expire may stop or arm any timer
-// while they are fired) and fires those due by w.now; the others go to where they belong.
+// while they are fired) and fires those due by the start of tick w.now; the others go to
+// where they belong.
 func (w *wheel) run(i int32, now int64) int {
 	w.due = w.slots[i]
 	w.slots[i] = nil
@@ -151,7 +159,7 @@ func (w *wheel) run(i int32, now int64) int {
 			w.due.prev = nil
 		}
 		t.prev, t.next = nil, nil
-		if tk := t.at >> TickShift; tk > w.now {
+		if tk := tickOf(t.at); tk > w.now {
 			w.place(t, tk) // moved later, or a later turn
 			continue
 		}

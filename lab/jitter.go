@@ -91,9 +91,8 @@ func (h hopSamples) jitter() *sim.Jitter {
 		Send: at(h.send), ToPick: at(h.toPick), Forward: at(forward),
 		Connect: at(connect), Overshoot: at(h.overshoot), Return: at(h.ret),
 		Deliver: at(h.deliver), Handoff: at(h.handoff), OneSender: h.oneSender,
-		// Ballast's hedge timer is its shard wheel's: it fires when the shard's clock enters
-		// the tick of its deadline (2026-12-02: the hedged slow-backend row's copies reached A
-		// 47.0 to 52.0 ms after their originals were written, against a delay of 50 ms).
+		// Ballast's hedge timer is its shard wheel's: it fires at the first tick boundary at or
+		// after its deadline, so up to a tick after the delay.
 		TimerTick: 1 << evloop.TickShift,
 	}
 	if r := h.recovery; r != nil && len(h.stalls) > 0 {

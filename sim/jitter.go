@@ -244,10 +244,10 @@ type Jitter struct {
 	RecoveryOvershoot Dist          `json:"recovery_overshoot,omitzero"`
 	RecoveryFor       time.Duration `json:"recovery_for,omitempty"`
 	// TimerTick, when set, is the resolution of the balancer's own timers (the hedge's): as
-	// Ballast's shard wheel (package evloop, 2^TickShift ns) does, a timer fires when the
-	// balancer's clock enters the tick its deadline falls in, up to a tick early, and late
-	// by an Overshoot draw (the wake-up of an idle process). The ticks' phase against the
-	// run's start is the balancer's own clock's, drawn once per run. Zero: timers fire at
+	// Ballast's shard wheel (package evloop, 2^TickShift ns) does, a timer fires at the first
+	// tick boundary at or after its deadline, never before it and up to a tick after, then
+	// late by an Overshoot draw (the wake-up of an idle process). The ticks' phase against
+	// the run's start is the balancer's own clock's, drawn once per run. Zero: timers fire at
 	// their deadline exactly.
 	TimerTick time.Duration `json:"timer_tick,omitempty"`
 	// Source says where the figures come from (a measurement, its date and load).

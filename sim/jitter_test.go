@@ -454,8 +454,8 @@ func TestStallRecovery(t *testing.T) {
 	}
 }
 
-// TestHedgeTimerTick: with Jitter.TimerTick a hedge fires when the balancer's clock enters
-// the tick its deadline falls in (up to a tick early, as Ballast's shard wheel fires it),
+// TestHedgeTimerTick: with Jitter.TimerTick a hedge fires at the first tick boundary at or
+// after its deadline (never early, up to a tick late, as Ballast's shard wheel fires it),
 // late by an Overshoot draw, at a phase drawn per run; without it, at the deadline exactly.
 func TestHedgeTimerTick(t *testing.T) {
 	ms := time.Millisecond
@@ -478,9 +478,33 @@ func TestHedgeTimerTick(t *testing.T) {
 			}
 			lo, hi = min(lo, r.Makespan), max(hi, r.Makespan)
 		}
-		// The tick holding 50 ms begins in (46, 50] ms; the phases of 200 runs spread over it.
-		if lo <= 46*ms+over || hi > 50*ms+over || hi-lo < 3*ms {
-			t.Errorf("overshoot %v: makespans %v to %v, want within (%v, %v] and spread over most of a tick", over, lo, hi, 46*ms+over, 50*ms+over)
+		// The first boundary at or after 50 ms is in [50, 54) ms; the phases of 200 runs
+		// spread over it.
+		if lo < 50*ms+over || hi >= 54*ms+over || hi-lo < 3*ms {
+			t.Errorf("overshoot %v: makespans %v to %v, want within [%v, %v) and spread over most of a tick", over, lo, hi, 50*ms+over, 54*ms+over)
+		}
+	}
+}
+
+// TestTimerAtBoundaries: with Jitter.TimerTick (no overshoot) a deadline on one of the
+// balancer's tick boundaries fires at it, one a nanosecond past it at the next, and none
+// fires in the tick the clock is in when it is due already.
+func TestTimerAtBoundaries(t *testing.T) {
+	const tk = 4 * time.Millisecond
+	e := &engine{jit: &Jitter{TimerTick: tk}, tickPhase: time.Millisecond}
+	for _, c := range []struct{ now, at, want time.Duration }{
+		{0, 0, time.Millisecond}, // before the first boundary
+		{0, time.Millisecond, time.Millisecond},
+		{0, time.Millisecond + 1, 5 * time.Millisecond},
+		{0, 5*time.Millisecond - 1, 5 * time.Millisecond},
+		{0, 50 * time.Millisecond, 53 * time.Millisecond},
+		{0, 53 * time.Millisecond, 53 * time.Millisecond},
+		{10 * time.Millisecond, 2 * time.Millisecond, 13 * time.Millisecond}, // past: the next boundary
+		{13 * time.Millisecond, 13 * time.Millisecond, 17 * time.Millisecond},
+	} {
+		e.now = c.now
+		if got := e.timerAt(c.at); got != c.want {
+			t.Errorf("now %v, deadline %v: fires at %v, want %v", c.now, c.at, got, c.want)
 		}
 	}
 }

@@ -203,7 +203,7 @@ type engine struct {
 	openRand   *rand.Rand
 	errRand    *rand.Rand
 	stall      *stalls       // Jitter.Stalls
-	tickPhase  time.Duration // Jitter.TimerTick: where the balancer's ticks begin, drawn per run
+	tickPhase  time.Duration // Jitter.TimerTick: the balancer's first tick boundary, drawn per run
 	queueWaits []time.Duration
 
 	issued, answered, wantIssue int
@@ -720,17 +720,27 @@ func (e *engine) hedge(r *request) {
 }
 
 // timerAt is when a timer of the balancer's with deadline at fires: at it, or with
-// Jitter.TimerTick when the balancer's clock enters the tick at falls in (never before the
-// next tick begins, as evloop's wheel arms at least one tick ahead), late by an Overshoot
-// draw.
+// Jitter.TimerTick at the first of the balancer's tick boundaries at or after at (and after
+// now, as evloop's wheel never fires in the tick it last ran), late by an Overshoot draw.
 func (e *engine) timerAt(at time.Duration) time.Duration {
 	if e.jit == nil || e.jit.TimerTick <= 0 {
 		return at
 	}
-	t, ph := e.jit.TimerTick, e.tickPhase
-	tick := func(x time.Duration) time.Duration { return (x - ph + t) / t } // ticks since -t+phase, never negative here
-	k := max(tick(at), tick(e.now)+1)
-	return max(ph-t+k*t, e.now) + e.jit.Overshoot.draw(e.jitRand)
+	t, ph := e.jit.TimerTick, e.tickPhase // the boundaries are ph + k*t, k >= 0
+	atOrAfter := func(x time.Duration) time.Duration {
+		if x <= ph {
+			return 0
+		}
+		return (x - ph + t - 1) / t
+	}
+	after := func(x time.Duration) time.Duration {
+		if x < ph {
+			return 0
+		}
+		return (x-ph)/t + 1
+	}
+	k := max(atOrAfter(at), after(e.now))
+	return ph + k*t + e.jit.Overshoot.draw(e.jitRand)
 }
 
 // modelLoad is the balance.Load the pickers see, read straight from the model's state.
