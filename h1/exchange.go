@@ -138,14 +138,14 @@ func (ex *exchange) start(r *reqHead) {
 		ex.bodyLen, ex.remain = r.clen, r.clen
 		ex.stream = r.clen > maxBufferedBody
 	}
-	ex.msg = reqMsg{h: rh, c: c, proto: http11}
-	h2 := false
+	proto, h2 := http11, false
 	switch {
 	case r.http10:
-		ex.msg.proto = http10
+		proto = http10
 	case c.raw():
-		ex.msg.proto, h2 = proto2, true // an HTTP/2 stream's (h2stream), forwarded as HTTP/1.1
+		proto, h2 = proto2, true // an HTTP/2 stream's (h2stream), forwarded as HTTP/1.1
 	}
+	ex.msg.reset(rh, c, proto)
 	cx := &ex.cx
 	cx.Begin(t, c.lst().view(sh, t), &ex.msg, httpcore.Conn{Peer: c.peerAddr().Addr().Unmap(), TLS: c.secure(), HTTP2: h2})
 	route := cx.Route(&ex.msg)
@@ -178,7 +178,8 @@ func (ex *exchange) start(r *reqHead) {
 	if !ex.stream && ex.bodyLen > 0 {
 		est += int(ex.bodyLen)
 	}
-	ex.req = rh.AppendBytes(sh.s.GetBuf(est))
+	est += len(ex.msg.arena) + 10*len(ex.msg.cookies)
+	ex.req = ex.msg.appendCookies(rh.AppendBytes(sh.s.GetBuf(est)))
 	if len(rh.Host()) == 0 { // HTTP/1.0 without Host: each backend gets its own name
 		ex.hostAt = lineEnd(ex.req, 0)
 		if len(rh.UserAgent()) > 0 {
