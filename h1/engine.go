@@ -530,11 +530,12 @@ func (sh *shard) newExchange(c front) *exchange {
 func (sh *shard) freeExchange(ex *exchange) {
 	sh.st.active.Add(-1)
 	dec, up := ex.dec.trailer[:0], ex.resp.dec.trailer[:0]
-	cx, rh, rm := ex.cx, ex.rh, ex.rm
+	cx, rh, rm, msg := ex.cx, ex.rh, ex.rm, ex.msg
 	cx.Reset()
 	rh.Reset()
 	rm.reset(nil, nil)
-	*ex = exchange{sh: sh, cx: cx, rh: rh, rm: rm, gen: ex.gen + 1, ticket: ex.ticket, more: ex.more}
+	msg.reset(nil, nil, nil)
+	*ex = exchange{sh: sh, cx: cx, rh: rh, msg: msg, rm: rm, gen: ex.gen + 1, ticket: ex.ticket, more: ex.more}
 	ex.dec.trailer, ex.resp.dec.trailer = dec, up
 	if len(sh.freeEx) < maxFree {
 		sh.freeEx = append(sh.freeEx, ex)

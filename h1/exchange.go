@@ -139,14 +139,14 @@ func (ex *exchange) start(r *reqHead) {
 		ex.bodyLen, ex.remain = r.clen, r.clen
 		ex.stream = r.clen > maxBufferedBody
 	}
-	ex.msg = reqMsg{h: rh, c: c, proto: http11}
-	h2 := false
+	proto, h2 := http11, false
 	switch {
 	case r.http10:
-		ex.msg.proto = http10
+		proto = http10
 	case c.raw():
-		ex.msg.proto, h2 = proto2, true // an HTTP/2 stream's (h2stream), forwarded as HTTP/1.1
+		proto, h2 = proto2, true // an HTTP/2 stream's (h2stream), forwarded as HTTP/1.1
 	}
+	ex.msg.reset(rh, c, proto)
 	cx := &ex.cx
 	cx.Begin(t, c.lst().view(sh, t), &ex.msg, httpcore.Conn{Peer: c.peerAddr().Addr().Unmap(), TLS: c.secure(), HTTP2: h2})
 	route := cx.Route(&ex.msg)
@@ -179,7 +179,8 @@ func (ex *exchange) start(r *reqHead) {
 	if !ex.stream && ex.bodyLen > 0 {
 		est += int(ex.bodyLen)
 	}
-	ex.req = rh.AppendBytes(sh.s.GetBuf(est))
+	est += len(ex.msg.arena) + 10*len(ex.msg.cookies)
+	ex.req = ex.msg.appendCookies(rh.AppendBytes(sh.s.GetBuf(est)))
 	if len(rh.Host()) == 0 { // HTTP/1.0 without Host: each backend gets its own name
 		ex.hostAt = lineEnd(ex.req, 0)
 		if len(rh.UserAgent()) > 0 {
@@ -686,6 +687,17 @@ func (ex *exchange) pumpBody() {
 			ex.failClient(httpcore.BodyTooLarge)
 			return
 		}
+		// A body with a length is sent from where it was read (out is data's start): the
+		// bytes are consumed only once written or copied into up, since consuming them moves
+		// what follows over them, or gives their buffer back to the pool, where the next
+		// GetBuf (a frame to an HTTP/2 backend, more DATA from an HTTP/2 client) takes it.
+		n, werr := 0, error(nil)
+		if len(out) > 0 {
+			n, werr = bc.Write(out)
+			if (werr == nil || werr == evloop.ErrAgain) && bc.gen == gen && n < len(out) {
+				ex.up = append(sh.s.GetBuf(len(out)-n), out[n:]...)
+			}
+		}
 		if fromIn {
 			c.consume(used)
 		} else if cc, ok := c.(*clientConn); ok && used < len(data) { // the next request came with the body's end
@@ -694,7 +706,6 @@ func (ex *exchange) pumpBody() {
 		if len(out) == 0 {
 			continue
 		}
-		n, werr := bc.Write(out)
 		if werr != nil && werr != evloop.ErrAgain {
 			ex.uploadFailed(werr)
 			return
@@ -703,9 +714,6 @@ func (ex *exchange) pumpBody() {
 			return
 		}
 		bc.arm(bResponse, sh.now+int64(ex.ps.ResponseTimeout))
-		if n < len(out) {
-			ex.up = append(sh.s.GetBuf(len(out)-n), out[n:]...)
-		}
 	}
 }
 

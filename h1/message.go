@@ -16,37 +16,146 @@ import (
 // so passing them to the core neither allocates nor boxes.
 
 // reqMsg is httpcore.Request over the exchange's parsed request head (fasthttp's
-// RequestHeader, which writes the forwarded head).
+// RequestHeader, which writes the forwarded head), with the Cookie fields kept beside it once
+// the core changes them (a header rule): fasthttp parses a Cookie it is given into pairs,
+// collecting the client's fields into the same list, and writes them again as one field of
+// its own, so that a set rule's value reached the backend altered and beside the client's.
+// Once edited, the Cookie fields are no longer in h; they are the values in cookies, written
+// as configured after the head fasthttp renders (appendCookies).
 type reqMsg struct {
 	h     *fasthttp.RequestHeader
 	c     front
 	proto []byte // the client's version, for the access log (the backend may get HTTP/1.1)
+
+	cookieEdited bool
+	cookies      [][2]int32 // the Cookie field values once edited, in arena
+	arena        []byte
 }
 
-func (m *reqMsg) Peek(name []byte) []byte { return m.h.PeekBytes(name) }
+// reset starts m on a new request, keeping its buffers.
+func (m *reqMsg) reset(h *fasthttp.RequestHeader, c front, proto []byte) {
+	*m = reqMsg{h: h, c: c, proto: proto, cookies: m.cookies[:0], arena: m.arena[:0]}
+}
+
+func isCookie(name []byte) bool { return httpcore.LowerEqualFold(name, "cookie") }
+
+func (m *reqMsg) str(r [2]int32) []byte { return m.arena[r[0]:r[1]] }
+
+// editCookies takes the Cookie fields out of h into cookies (copied when keep, dropped
+// otherwise), once; after that only cookies holds them.
+func (m *reqMsg) editCookies(keep bool) {
+	if !m.cookieEdited {
+		if keep {
+			for _, v := range m.h.PeekAll(fasthttp.HeaderCookie) {
+				m.addCookie(v)
+			}
+		}
+		m.h.Del(fasthttp.HeaderCookie)
+		m.cookieEdited = true
+	}
+	if !keep {
+		m.cookies = m.cookies[:0]
+	}
+}
+
+func (m *reqMsg) addCookie(v []byte) {
+	at := int32(len(m.arena))
+	m.arena = append(m.arena, v...)
+	m.cookies = append(m.cookies, [2]int32{at, int32(len(m.arena))})
+}
+
+func (m *reqMsg) Peek(name []byte) []byte {
+	if m.cookieEdited && isCookie(name) {
+		if len(m.cookies) == 0 {
+			return nil
+		}
+		return m.str(m.cookies[0])
+	}
+	return m.h.PeekBytes(name)
+}
 
 func (m *reqMsg) AppendValues(dst, name []byte) []byte {
+	if m.cookieEdited && isCookie(name) {
+		n := 0
+		for _, r := range m.cookies {
+			if v := m.str(r); len(v) > 0 {
+				if n > 0 {
+					dst = append(dst, ", "...)
+				}
+				dst = append(dst, v...)
+				n++
+			}
+		}
+		return dst
+	}
 	return appendJoined(dst, m.h.PeekAll(b2s(name)))
 }
 
-func (m *reqMsg) Set(name, value []byte) { m.h.SetCanonical(name, value) }
-func (m *reqMsg) Add(name, value []byte) { m.h.AddBytesKV(name, value) }
-func (m *reqMsg) Del(name []byte)        { m.h.DelBytes(name) }
-func (m *reqMsg) Method() []byte         { return m.h.Method() }
-func (m *reqMsg) Host() []byte           { return m.h.Host() }
-func (m *reqMsg) Target() []byte         { return m.h.RequestURI() }
-func (m *reqMsg) SetTarget(t []byte)     { m.h.SetRequestURIBytes(t) }
-func (m *reqMsg) Proto() []byte          { return m.proto }
+func (m *reqMsg) Set(name, value []byte) {
+	if isCookie(name) {
+		m.editCookies(false)
+		m.addCookie(value)
+		return
+	}
+	m.h.SetCanonical(name, value)
+}
 
-// Cookie reads the raw Cookie fields: fasthttp's CookieBytes would parse them into pairs,
-// which AppendBytes then writes to the backend instead of the fields the client sent.
+func (m *reqMsg) Add(name, value []byte) {
+	if isCookie(name) {
+		m.editCookies(true)
+		m.addCookie(value)
+		return
+	}
+	m.h.AddBytesKV(name, value)
+}
+
+func (m *reqMsg) Del(name []byte) {
+	if isCookie(name) {
+		m.editCookies(false)
+		return
+	}
+	m.h.DelBytes(name)
+}
+
+func (m *reqMsg) Method() []byte     { return m.h.Method() }
+func (m *reqMsg) Host() []byte       { return m.h.Host() }
+func (m *reqMsg) Target() []byte     { return m.h.RequestURI() }
+func (m *reqMsg) SetTarget(t []byte) { m.h.SetRequestURIBytes(t) }
+func (m *reqMsg) Proto() []byte      { return m.proto }
+
+// Cookie reads the raw Cookie fields (or the edited ones): fasthttp's CookieBytes would parse
+// them into pairs, which AppendBytes then writes to the backend instead of the fields the
+// client sent.
 func (m *reqMsg) Cookie(n []byte) []byte {
+	if m.cookieEdited {
+		for _, r := range m.cookies {
+			if v := httpcore.CookieValue(m.str(r), n); v != nil {
+				return v
+			}
+		}
+		return nil
+	}
 	for _, f := range m.h.PeekAll(fasthttp.HeaderCookie) {
 		if v := httpcore.CookieValue(f, n); v != nil {
 			return v
 		}
 	}
 	return nil
+}
+
+// appendCookies adds the edited Cookie fields to head, a head fasthttp rendered (ending in
+// its blank line); a head whose Cookie fields were not edited is returned as it is.
+func (m *reqMsg) appendCookies(head []byte) []byte {
+	if !m.cookieEdited || len(m.cookies) == 0 {
+		return head
+	}
+	head = head[:len(head)-2]
+	for _, r := range m.cookies {
+		head = append(head, "Cookie: "...)
+		head = append(head, m.str(r)...)
+		head = append(head, '\r', '\n')
+	}
+	return append(head, '\r', '\n')
 }
 
 func (m *reqMsg) ContentLength() int64 {

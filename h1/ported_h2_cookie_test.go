@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"fmt"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -100,5 +101,59 @@ func h2Cookie(t *testing.T, addr, v string) string {
 		case *http2.RSTStreamFrame:
 			return "reset"
 		}
+	}
+}
+
+// TestCookieRules: request header rules on Cookie reach the backend as configured, over
+// HTTP/1.1 and h2c: add keeps the client's field as sent and appends the rule's, remove
+// drops every Cookie field.
+func TestCookieRules(t *testing.T) {
+	const sent = `a=1;;b=2`
+	for _, rc := range []struct {
+		name  string
+		rules config.HeaderRules
+		want  []string
+	}{
+		{"add", config.HeaderRules{Add: []string{"Cookie: edge=1"}}, []string{sent, "edge=1"}},
+		{"remove", config.HeaderRules{Remove: []string{"Cookie"}}, nil},
+		{"remove then add", config.HeaderRules{Remove: []string{"cookie"}, Add: []string{"Cookie: =x"}}, []string{"=x"}},
+	} {
+		t.Run(rc.name, func(t *testing.T) {
+			rb := h1conformance.NewRawBackend(t)
+			cfg := testConfig(testPool("p", "roundrobin", rb.Addr()))
+			rules := rc.rules
+			cfg.Routes[0].RoutePolicy = config.RoutePolicy{RequestHeaders: &rules}
+			te, _ := h2cEngine(t, cfg, nil)
+			raw := "GET /c HTTP/1.1\r\nHost: h\r\nCookie: " + sent + "\r\nConnection: close\r\n\r\n"
+			if out := h1conformance.Exchange(t, te.addr, []byte(raw)); !bytes.HasPrefix(out, []byte("HTTP/1.1 200")) {
+				t.Fatalf("HTTP/1.1: %q", out)
+			}
+			_, fwd := rb.Take(t)
+			checkCookies(t, "HTTP/1.1", rc.want, fwd)
+			if st := h2Cookie(t, te.addr, sent); st != "200" {
+				t.Fatalf("h2c: %s", st)
+			}
+			_, fwd = rb.Take(t)
+			checkCookies(t, "h2c", rc.want, fwd)
+		})
+	}
+}
+
+func checkCookies(t *testing.T, over string, want []string, fwd []h1conformance.Request) {
+	t.Helper()
+	if len(fwd) != 1 {
+		t.Fatalf("%s: %d requests at the backend", over, len(fwd))
+	}
+	var got []string
+	for _, l := range strings.Split(string(fwd[0].Raw), "\r\n")[1:] {
+		if l == "" {
+			break
+		}
+		if k, v, _ := strings.Cut(l, ":"); strings.EqualFold(k, "cookie") {
+			got = append(got, strings.Trim(v, " \t"))
+		}
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") || len(got) != len(want) {
+		t.Errorf("%s: the backend got Cookie fields %q, want %q", over, got, want)
 	}
 }

@@ -308,6 +308,19 @@ response_headers: {remove: [Server], set: ["X-Served-By: ${backend}"], add: ["X-
 		}}},
 	},
 	{
+		// The rule's value goes to the backend as configured, in one field, replacing the
+		// client's: not parsed into pairs and written again (which dropped `=x`'s "=" and the
+		// empty pair, and kept the client's cookies beside the rule's).
+		name: "Cookie set by a header rule",
+		yaml: routeWith(`request_headers: {set: ["Cookie: a=1;;b=2; =x"]}`),
+		steps: []step{
+			{req: preq{header: [][2]string{{"Cookie", "client=1"}}}, want: pwant{
+				status: 200, reach: "B0", term: "--", pool: "p", seen: map[string]string{"Cookie": "a=1;;b=2; =x"},
+			}},
+			{want: pwant{status: 200, reach: "B0", term: "--", pool: "p", seen: map[string]string{"Cookie": "a=1;;b=2; =x"}}},
+		},
+	},
+	{
 		name:     "hop-by-hop response fields",
 		yaml:     routeWith(""),
 		backends: []string{"HTTP/1.1 200 OK\r\nConnection: X-Internal, keep-alive\r\nX-Internal: secret\r\nKeep-Alive: timeout=5\r\nX-Kept: 1\r\nContent-Length: 2\r\n\r\nok"},
