@@ -781,8 +781,9 @@ func (a *attempt) failed(f httpcore.Failure, err error) {
 		ps.Upstream.Unreachable(b)
 	}
 	untouched := !ex.stream || ex.bodyIn == 0
-	if ex.running > 0 { // a hedged request: the others run on; a retry may join them
-		if ex.try < ps.Attempts && ps.Retryable(&o, ex.idem, untouched) && ps.SpendRetry() {
+	expired := ex.c.expired(ex.sh.now) // no retry past the client's own deadline
+	if ex.running > 0 {                // a hedged request: the others run on; a retry may join them
+		if !expired && ex.try < ps.Attempts && ps.Retryable(&o, ex.idem, untouched) && ps.SpendRetry() {
 			ex.markTried(b)
 			if nb, err := ps.Upstream.TryAcquire(ex.key, ex.tried); err == nil {
 				ex.try++
@@ -794,6 +795,8 @@ func (a *attempt) failed(f httpcore.Failure, err error) {
 		return
 	}
 	switch {
+	case expired:
+		ex.failAttempts()
 	case ex.stale < 2 && untouched && o.Fresh(ex.idem):
 		ex.stale++
 		ex.sh.closeIdle(stateOf(b)) // those idle beside the dead one are suspect too
@@ -867,9 +870,14 @@ func (a *attempt) drop(o *httpcore.Outcome) {
 	}
 }
 
-// failAttempts answers a request whose last attempt failed.
+// failAttempts answers a request whose last attempt failed: past the client's own deadline
+// (grpc-timeout) as a timeout, whatever broke the attempt, since a backend that honours the
+// deadline resets its stream at about the instant the shard's timer would have answered.
 func (ex *exchange) failAttempts() {
 	o := &ex.last
+	if ex.c.expired(ex.sh.now) {
+		o.Failure = httpcore.Timeout
+	}
 	if o.Failure == httpcore.ClientFailed || o.Failure == httpcore.ClientTimeout {
 		ex.c.setClosing()
 	}

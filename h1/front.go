@@ -32,10 +32,11 @@ type front interface {
 	lst() *listener
 	peerAddr() netip.AddrPort
 	localAddr() net.Addr
-	secure() bool       // the client came over TLS
-	watchGone()         // the request went out whole: notice a client that leaves (gone.go)
-	alive() bool        // the client is still there (the record is not freed)
-	generation() uint32 // changes when the record is freed
+	secure() bool           // the client came over TLS
+	watchGone()             // the request went out whole: notice a client that leaves (gone.go)
+	alive() bool            // the client is still there (the record is not freed)
+	generation() uint32     // changes when the record is freed
+	expired(now int64) bool // the client's own deadline (a gRPC request's grpc-timeout) has passed
 
 	// The response.
 	continue100()                         // an interim 100 Continue
@@ -70,6 +71,7 @@ func (c *clientConn) lst() *listener                                 { return c.
 func (c *clientConn) peerAddr() netip.AddrPort                       { return c.peer }
 func (c *clientConn) alive() bool                                    { return c.Registered() }
 func (c *clientConn) generation() uint32                             { return c.gen }
+func (c *clientConn) expired(int64) bool                             { return false }
 func (c *clientConn) continue100()                                   { c.write(continue100, nil) }
 func (c *clientConn) blocked() bool                                  { return len(c.out) > 0 }
 func (c *clientConn) readSize() int                                  { return evloop.ReadBufSize }

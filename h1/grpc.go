@@ -65,7 +65,7 @@ func (st *h2stream) brokenStatus() bool {
 		return false
 	}
 	code := httpcore.GRPCUnavailable
-	if st.deadline > 0 && st.h.c.sh.now >= st.deadline {
+	if st.expired(st.h.c.sh.now) {
 		code = httpcore.GRPCDeadlineExceeded
 	}
 	hb := st.h.mux.Trailers(st.s)

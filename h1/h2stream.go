@@ -348,6 +348,7 @@ func (st *h2stream) peerAddr() netip.AddrPort { return st.h.c.peer }
 func (st *h2stream) localAddr() net.Addr      { return st.h.c.localAddr() }
 func (st *h2stream) alive() bool              { return st.inUse }
 func (st *h2stream) generation() uint32       { return st.gen }
+func (st *h2stream) expired(now int64) bool   { return st.deadline > 0 && now >= st.deadline }
 func (st *h2stream) blocked() bool            { return len(st.out) > 0 }
 func (st *h2stream) readSize() int            { return h2ReadSize }
 func (st *h2stream) closing() bool            { return false }
