@@ -686,15 +686,26 @@ func (ex *exchange) pumpBody() {
 			ex.failClient(httpcore.BodyTooLarge)
 			return
 		}
+		if cc, ok := c.(*clientConn); ok && !fromIn && used < len(data) { // the next request came with the body's end
+			cc.in = append(sh.s.GetBuf(len(data)-used), data[used:]...)
+		}
+		// A body with a length is sent from where it was read (out is data's start): pending
+		// bytes are consumed only once written or copied into up, since consuming them moves
+		// what follows over them, or gives their buffer back to the pool, where the next
+		// GetBuf (a frame to an HTTP/2 backend, more DATA from an HTTP/2 client) takes it.
+		n, werr := 0, error(nil)
+		if len(out) > 0 {
+			n, werr = bc.Write(out)
+			if (werr == nil || werr == evloop.ErrAgain) && bc.gen == gen && n < len(out) {
+				ex.up = append(sh.s.GetBuf(len(out)-n), out[n:]...)
+			}
+		}
 		if fromIn {
 			c.consume(used)
-		} else if cc, ok := c.(*clientConn); ok && used < len(data) { // the next request came with the body's end
-			cc.in = append(sh.s.GetBuf(len(data)-used), data[used:]...)
 		}
 		if len(out) == 0 {
 			continue
 		}
-		n, werr := bc.Write(out)
 		if werr != nil && werr != evloop.ErrAgain {
 			ex.uploadFailed(werr)
 			return
@@ -703,9 +714,6 @@ func (ex *exchange) pumpBody() {
 			return
 		}
 		bc.arm(bResponse, sh.now+int64(ex.ps.ResponseTimeout))
-		if n < len(out) {
-			ex.up = append(sh.s.GetBuf(len(out)-n), out[n:]...)
-		}
 	}
 }
 
