@@ -687,7 +687,10 @@ func (ex *exchange) pumpBody() {
 			ex.failClient(httpcore.BodyTooLarge)
 			return
 		}
-		// A body with a length is sent from where it was read (out is data's start): the
+		if cc, ok := c.(*clientConn); ok && !fromIn && used < len(data) { // the next request came with the body's end
+			cc.in = append(sh.s.GetBuf(len(data)-used), data[used:]...)
+		}
+		// A body with a length is sent from where it was read (out is data's start): pending
 		// bytes are consumed only once written or copied into up, since consuming them moves
 		// what follows over them, or gives their buffer back to the pool, where the next
 		// GetBuf (a frame to an HTTP/2 backend, more DATA from an HTTP/2 client) takes it.
@@ -700,8 +703,6 @@ func (ex *exchange) pumpBody() {
 		}
 		if fromIn {
 			c.consume(used)
-		} else if cc, ok := c.(*clientConn); ok && used < len(data) { // the next request came with the body's end
-			cc.in = append(sh.s.GetBuf(len(data)-used), data[used:]...)
 		}
 		if len(out) == 0 {
 			continue
