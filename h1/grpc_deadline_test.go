@@ -16,8 +16,6 @@ import (
 
 	"ballast/evloop"
 	"ballast/internal/testcert"
-
-	"golang.org/x/net/http2"
 )
 
 // TestGRPCDeadlineBeatsBrokenBackend: a backend that gives up on a gRPC request just after
@@ -83,8 +81,11 @@ routes:
   - {path_prefix: /h1., pool: h1}
   - {path_prefix: /h2c., pool: h2c}
 `, filepath.ToSlash(cert), filepath.ToSlash(key), ln.Addr(), h2))
-	h2tls := &http.Client{Timeout: 20 * time.Second, Transport: &http2.Transport{
-		TLSClientConfig: &tls.Config{InsecureSkipVerify: true, ServerName: "app.test", NextProtos: []string{"h2"}},
+	var h2only http.Protocols
+	h2only.SetHTTP2(true)
+	h2tls := &http.Client{Timeout: 20 * time.Second, Transport: &http.Transport{
+		Protocols:       &h2only,
+		TLSClientConfig: &tls.Config{InsecureSkipVerify: true, ServerName: "app.test"},
 	}}
 	planes := []struct {
 		name string
@@ -112,6 +113,9 @@ routes:
 				status := resp.Header.Get("Grpc-Status")
 				if status == "" {
 					status = resp.Trailer.Get("Grpc-Status")
+				}
+				if resp.ProtoMajor != 2 {
+					t.Errorf("%s: answered over HTTP/%d, want 2", where, resp.ProtoMajor)
 				}
 				if resp.StatusCode != 200 || status != "4" {
 					t.Errorf("%s: HTTP %d grpc-status %q (%q), want 200 with 4 (DEADLINE_EXCEEDED)", where,
