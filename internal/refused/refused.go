@@ -19,10 +19,11 @@ import (
 // TCP returns "127.0.0.1:port" where a connect is refused until t's cleanup.
 func TCP(t testing.TB) string {
 	t.Helper()
-	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM, 0)
 	if err != nil {
 		t.Fatalf("refused: socket: %v", err)
 	}
+	syscall.CloseOnExec(fd) // not SOCK_CLOEXEC, which only Linux has: the tests run elsewhere too
 	// No SO_REUSEADDR: no other socket may bind the port while this one holds it.
 	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
 		syscall.Close(fd)
