@@ -12,6 +12,14 @@ type recorder struct {
 	then  func(now int64)
 }
 
+// oneTimer is a wheel started at 0 and one timer on it, not armed, that records when it fires.
+func oneTimer() (*wheel, *recorder, *Timer) {
+	w, r, tm := new(wheel), new(recorder), new(Timer)
+	w.init(0)
+	tm.Init(r)
+	return w, r, tm
+}
+
 func (r *recorder) Expire(now int64) {
 	r.fired = append(r.fired, now)
 	if r.log != nil {
@@ -25,12 +33,8 @@ func (r *recorder) Expire(now int64) {
 const tick = int64(1) << TickShift
 
 func TestWheelFiresOnceAtOrAfterDeadline(t *testing.T) {
-	var w wheel
-	w.init(0)
-	var r recorder
-	var tm Timer
-	tm.Init(&r)
-	w.arm(&tm, 10*tick+5)
+	w, r, tm := oneTimer()
+	w.arm(tm, 10*tick+5)
 	for now := int64(0); now < 20*tick; now += tick / 3 {
 		w.advance(now)
 		if len(r.fired) > 0 && r.fired[0] < 10*tick+5 {
@@ -67,12 +71,8 @@ func TestWheelNeverEarly(t *testing.T) {
 		{"the next boundary", k + tick, k + tick},
 		{"a turn later, mid-tick", k + wheelSize*tick + tick/2, k + (wheelSize+1)*tick},
 	} {
-		var w wheel
-		w.init(0)
-		var r recorder
-		var tm Timer
-		tm.Init(&r)
-		w.arm(&tm, c.at)
+		w, r, tm := oneTimer()
+		w.arm(tm, c.at)
 		// Advance in steps that land on every nanosecond around the deadline and the boundary.
 		var probes []int64
 		for now := int64(tick); now < c.at-2; now += 3 * tick / 2 {
@@ -106,13 +106,9 @@ func TestWheelNeverEarly(t *testing.T) {
 // A timer armed for a deadline already passed, or the current tick's, fires at the next
 // tick boundary: the wheel never goes back to a tick it ran.
 func TestWheelPastDeadline(t *testing.T) {
-	var w wheel
-	w.init(0)
+	w, r, tm := oneTimer()
 	w.advance(10*tick + tick/2)
-	var r recorder
-	var tm Timer
-	tm.Init(&r)
-	w.arm(&tm, 3*tick)
+	w.arm(tm, 3*tick)
 	w.advance(11*tick - 1)
 	if len(r.fired) != 0 {
 		t.Fatal("a past deadline fired before the next tick boundary")
@@ -124,18 +120,14 @@ func TestWheelPastDeadline(t *testing.T) {
 }
 
 func TestWheelLazyMoveLaterAndEarlier(t *testing.T) {
-	var w wheel
-	w.init(0)
-	var r recorder
-	var tm Timer
-	tm.Init(&r)
-	w.arm(&tm, 5*tick)
-	w.arm(&tm, 50*tick) // later: stays in slot 5, moves on when slot 5 runs
+	w, r, tm := oneTimer()
+	w.arm(tm, 5*tick)
+	w.arm(tm, 50*tick) // later: stays in slot 5, moves on when slot 5 runs
 	w.advance(6 * tick)
 	if len(r.fired) != 0 {
 		t.Fatal("fired at its old deadline after being moved later")
 	}
-	w.arm(&tm, 20*tick) // earlier than 50: relinked
+	w.arm(tm, 20*tick) // earlier than 50: relinked
 	w.advance(19 * tick)
 	if len(r.fired) != 0 {
 		t.Fatal("fired early")
@@ -292,30 +284,22 @@ func TestWheelModel(t *testing.T) {
 // lazy re-arm, its slot reached now and then); and a shard's steady state of timers armed
 // and fired, 1024 armed at any time with deadlines spread over 256 ticks.
 func BenchmarkWheelArmStop(b *testing.B) {
-	var w wheel
-	w.init(0)
-	var r recorder
-	var tm Timer
-	tm.Init(&r)
+	w, _, tm := oneTimer()
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
-		w.arm(&tm, int64(i&1023)*tick+int64(i))
-		w.stop(&tm)
+		w.arm(tm, int64(i&1023)*tick+int64(i))
+		w.stop(tm)
 	}
 }
 
 func BenchmarkWheelMoveLater(b *testing.B) {
-	var w wheel
-	w.init(0)
-	var r recorder
-	var tm Timer
-	tm.Init(&r)
+	w, r, tm := oneTimer()
 	now := int64(0)
 	b.ReportAllocs()
 	for b.Loop() {
 		now += 20_000 // a request every 20 µs
 		w.advance(now)
-		w.arm(&tm, now+60_000_000_000)
+		w.arm(tm, now+60_000_000_000)
 	}
 	if len(r.fired) != 0 {
 		b.Fatal("the moved timer fired")
