@@ -3,6 +3,7 @@ package sim
 import (
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 )
@@ -84,5 +85,22 @@ func TestIntervalCoverage(t *testing.T) {
 	}
 	if mm > 0.93 {
 		t.Errorf("the extremes held %.3f, want about 19/21 (the test's premise)", mm)
+	}
+}
+
+// TestIntervalManyRuns: the extremes of enough runs already hold a fresh run as often as
+// Coverage asks; the interval is then theirs, even for a skewed figure.
+func TestIntervalManyRuns(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	xs := make([]float64, 1000)
+	for i := range xs {
+		xs[i] = 5 + 0.001*r.ExpFloat64()
+	}
+	got := Interval(xs, 0)
+	if want := [2]float64{slices.Min(xs), slices.Max(xs)}; got != want {
+		t.Errorf("Interval of 1000 runs = %v, want their extremes %v", got, want)
+	}
+	if got := Interval(xs[:20], 0); got[0] >= slices.Min(xs[:20]) {
+		t.Errorf("Interval of 20 runs = %v: want the normal interval's wider low end", got)
 	}
 }

@@ -195,10 +195,10 @@ func Quantum(sc Scenario) time.Duration {
 
 // Interval is the range xs, one figure of a scenario's runs, predicts for a fresh run.
 //
-// A continuous figure's interval is the runs' smallest and largest values, widened to the
-// normal prediction interval at Coverage (mean ± t·s·√(1+1/n), Student's t with n-1 degrees
-// of freedom) where that is wider: the extremes of n runs hold a fresh run with probability
-// (n-1)/(n+1) only, 90 % for 20.
+// A continuous figure's interval is the runs' smallest and largest values: those of n runs
+// hold a fresh run with probability (n-1)/(n+1), 99.8 % for 1000 runs but 90 % for 20. Where
+// that is below Coverage, the interval is widened to the normal prediction interval at
+// Coverage (mean ± t·s·√(1+1/n), Student's t with n-1 degrees of freedom) where that is wider.
 //
 // With a quantum q (Quantum, in the figure's unit) and the runs' distances to their nearest
 // whole number of quanta (their residuals: the hops around the services) all within q/4 of
@@ -222,10 +222,10 @@ func Interval(xs []float64, quantum float64) [2]float64 {
 		return [2]float64{}
 	}
 	lo, hi := slices.Min(xs), slices.Max(xs)
-	if len(xs) < 3 {
+	n := float64(len(xs))
+	if len(xs) < 3 || (n-1)/(n+1) >= Coverage {
 		return [2]float64{lo, hi}
 	}
-	n := float64(len(xs))
 	var mean, ss float64
 	for _, x := range xs {
 		mean += x
