@@ -41,7 +41,7 @@ func TestIntervalQuantized(t *testing.T) {
 	// One run reaches 35 s with a small residual; others show the residuals 35 s may have.
 	xs := []float64{5.002, 5.009, 10.003, 15.004, 20.001, 35.001}
 	got := Interval(xs, 5)
-	r := Interval([]float64{0.002, 0.009, 0.003, 0.004, 0.001, 0.001}, 0)
+	r := interval([]float64{0.002, 0.009, 0.003, 0.004, 0.001, 0.001}, 0)
 	if want := [2]float64{5 + r[0], 35 + r[1]}; math.Abs(got[0]-want[0]) > 1e-9 || math.Abs(got[1]-want[1]) > 1e-9 {
 		t.Errorf("Interval = %v, want %v", got, want)
 	}
@@ -102,5 +102,18 @@ func TestIntervalManyRuns(t *testing.T) {
 	}
 	if got := Interval(xs[:20], 0); got[0] >= slices.Min(xs[:20]) {
 		t.Errorf("Interval of 20 runs = %v: want the normal interval's wider low end", got)
+	}
+}
+
+// TestIntervalNeverNegative: a few runs spread widely about a small figure get a normal
+// interval reaching below 0, which no makespan or rate can; the low end stops at 0, while a
+// quantized figure's residuals keep their sign.
+func TestIntervalNeverNegative(t *testing.T) {
+	if got := Interval([]float64{0.001, 0.002, 0.030}, 0); got[0] != 0 || got[1] < 0.030 {
+		t.Errorf("Interval = %v, want [0, >= 0.030]", got)
+	}
+	// Runs just below and above 5 s: residuals -0.001 to 0.004.
+	if got := Interval([]float64{4.999, 5.004, 10.002}, 5); got[0] >= 4.999 || got[0] <= 0 {
+		t.Errorf("Interval = %v, want a low end below 4.999 s (a residual's normal interval)", got)
 	}
 }

@@ -205,7 +205,16 @@ func Quantum(sc Scenario) time.Duration {
 // each other, each run is k quanta plus its residual, and the interval runs from the fewest
 // quanta any run took to the most, each end moved by the residuals' own interval: the few
 // runs that reach the top quantum do not set its edge alone, every run's hops do.
+//
+// The figures (makespans, rates) are never negative, and neither is the interval's low end.
 func Interval(xs []float64, quantum float64) [2]float64 {
+	iv := interval(xs, quantum)
+	iv[0] = max(iv[0], 0)
+	return iv
+}
+
+// interval is Interval for figures of either sign (a quantized figure's residuals).
+func interval(xs []float64, quantum float64) [2]float64 {
 	if quantum > 0 && len(xs) > 0 {
 		ks := make([]float64, len(xs))
 		rs := make([]float64, len(xs))
@@ -214,7 +223,7 @@ func Interval(xs []float64, quantum float64) [2]float64 {
 			rs[i] = x - ks[i]*quantum
 		}
 		if slices.Max(rs)-slices.Min(rs) < quantum/4 {
-			r := Interval(rs, 0)
+			r := interval(rs, 0)
 			return [2]float64{slices.Min(ks)*quantum + r[0], slices.Max(ks)*quantum + r[1]}
 		}
 	}
