@@ -343,15 +343,15 @@ func measureJitter(res *loadgen.Result, arrivals []backend.Arrival, rels []advis
 			return &h
 		}
 		gs := g(e.Start) // the model draws send and to-pick when the client takes the request
-		gs.send = append(gs.send, pos(e.Sent-e.Start))
+		gs.send = append(gs.send, outside(h.stalls, e.Start, e.Sent))
 		if !waited[e.Index] {
-			gs.toPick = append(gs.toPick, pos(t1-e.Sent))
+			gs.toPick = append(gs.toPick, outside(h.stalls, e.Sent, t1))
 		}
 		if m.a.FreshConn {
-			h.fresh = append(h.fresh, pos(t2-t1)) // connects: all of them, start-up or not
+			h.fresh = append(h.fresh, outside(h.stalls, t1, t2)) // connects: all of them, start-up or not
 		} else {
 			gf := g(t1)
-			gf.forward = append(gf.forward, pos(t2-t1))
+			gf.forward = append(gf.forward, outside(h.stalls, t1, t2))
 		}
 		if m.a.Service > 0 {
 			due := rel(m.a.Started) + int64(m.a.Service)
@@ -359,12 +359,12 @@ func measureJitter(res *loadgen.Result, arrivals []backend.Arrival, rels []advis
 			if e.Index >= int64(res.Options.C) && recovering(h.stalls, due) {
 				g = h.recovery
 			}
-			g.overshoot = append(g.overshoot, pos(t3-due))
+			g.overshoot = append(g.overshoot, outside(h.stalls, due, t3))
 		}
 		gr := g(t3)
-		gr.ret = append(gr.ret, pos(t4-t3))
+		gr.ret = append(gr.ret, outside(h.stalls, t3, t4))
 		gd := g(t4)
-		gd.deliver = append(gd.deliver, pos(e.Done-t4))
+		gd.deliver = append(gd.deliver, outside(h.stalls, t4, e.Done))
 		picks = append(picks, pick{e.Index, t1})
 	}
 	slowest := slowestRequest(res, bySeq, beginUnix)
@@ -530,9 +530,10 @@ type matched struct {
 
 // slowestRequest describes the matched request that spent longest outside its backend (from
 // the client's start to its response, less its time inside the backend), and counts the
-// requests the other clocks did not match.
+// requests the other clocks did not match; then the matched request answered last, which ends
+// a makespan row, hop by hop as well.
 func slowestRequest(res *loadgen.Result, by map[int64]matched, beginUnix int64) string {
-	var worst *loadgen.Event
+	var worst, last *loadgen.Event
 	var extra int64
 	unmatched := 0
 	for i := range res.Trace {
@@ -545,15 +546,23 @@ func slowestRequest(res *loadgen.Result, by map[int64]matched, beginUnix int64) 
 		if x := e.Done - e.Start - int64(m.a.Done.Sub(m.a.Arrived)); worst == nil || x > extra {
 			worst, extra = e, x
 		}
+		if last == nil || e.Done > last.Done {
+			last = e
+		}
 	}
 	if worst == nil {
 		return ""
 	}
 	ms := func(ns int64) float64 { return float64(ns) / 1e6 }
-	m, begin := by[worst.Index], res.Begin
-	return fmt.Sprintf("request %d, %.1f ms outside its backend: taken %.1f ms, written %.1f, picked %.1f, at the backend %.1f, served %.1f-%.1f, released %.1f, answered %.1f (%d requests unmatched)",
-		worst.Index, ms(extra), ms(worst.Start), ms(worst.Sent), ms(m.r.Dispatched()-beginUnix),
-		ms(int64(m.a.Arrived.Sub(begin))), ms(int64(m.a.Started.Sub(begin))), ms(int64(m.a.Done.Sub(begin))), ms(m.r.AtNs-beginUnix), ms(worst.Done), unmatched)
+	begin := res.Begin
+	hops := func(e *loadgen.Event) string {
+		m := by[e.Index]
+		return fmt.Sprintf("taken %.1f ms, written %.1f, picked %.1f, at the backend %.1f, served %.1f-%.1f, released %.1f, answered %.1f",
+			ms(e.Start), ms(e.Sent), ms(m.r.Dispatched()-beginUnix), ms(int64(m.a.Arrived.Sub(begin))),
+			ms(int64(m.a.Started.Sub(begin))), ms(int64(m.a.Done.Sub(begin))), ms(m.r.AtNs-beginUnix), ms(e.Done))
+	}
+	return fmt.Sprintf("request %d, %.1f ms outside its backend: %s (%d requests unmatched); answered last: request %d, at %s: %s",
+		worst.Index, ms(extra), hops(worst), unmatched, last.Index, by[last.Index].a.Backend, hops(last))
 }
 
 // minCalibration is the fewest matched requests a calibration accepts (and at least 80 % of
@@ -563,6 +572,21 @@ const minCalibration = 20
 // pos is a delay measured across two clocks, never negative: a worker descheduled between
 // writing and reading its clock can read it after the next hop already has.
 func pos(ns int64) time.Duration { return time.Duration(max(ns, 0)) }
+
+// outside is the part of the hop from a to b (since the run's begin) that lies in no stall
+// of stalls (in order, not overlapping): the model draws the stalls as delays shared by every
+// request in flight (sim.Jitter.Stall), so a hop sample that kept the time a stall held it
+// would draw that time twice.
+func outside(stalls []stallAt, a, b int64) time.Duration {
+	d := pos(b - a)
+	// The first stall that ends after a.
+	k, _ := slices.BinarySearchFunc(stalls, time.Duration(a), func(s stallAt, t time.Duration) int { return cmp.Compare(s.at+s.d, t+1) })
+	for ; k < len(stalls) && int64(stalls[k].at) < b; k++ {
+		from, to := max(a, int64(stalls[k].at)), min(b, int64(stalls[k].at+stalls[k].d))
+		d -= pos(to - from)
+	}
+	return max(d, 0)
+}
 
 // calSetup is one calibration: a run of a scenario's own load over its own backends, with a
 // balancer of its own rows, whose requests are timed at every hop and not reported as a row.

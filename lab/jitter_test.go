@@ -284,3 +284,27 @@ func TestAheadOfReleases(t *testing.T) {
 		t.Fatalf("String: %q", s)
 	}
 }
+
+// TestOutsideStalls: a hop sample keeps only the time no stall covered, which the model adds
+// back as a stall shared by every request then in flight.
+func TestOutsideStalls(t *testing.T) {
+	st := []stallAt{{100, 10}, {200, 50}, {260, 5}}
+	for _, c := range []struct {
+		a, b int64
+		want time.Duration
+	}{
+		{0, 50, 50},    // before every stall
+		{0, 105, 100},  // into the first
+		{102, 108, 0},  // inside it
+		{90, 300, 145}, // across all three
+		{240, 262, 10}, // out of the second, into the third
+		{300, 290, 0},  // a negative hop (clocks apart)
+	} {
+		if got := outside(st, c.a, c.b); got != c.want {
+			t.Errorf("outside(%d, %d) = %v, want %v", c.a, c.b, got, c.want)
+		}
+	}
+	if got := outside(nil, 10, 30); got != 20 {
+		t.Errorf("no stalls: %v, want 20", got)
+	}
+}

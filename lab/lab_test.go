@@ -469,6 +469,14 @@ func TestScenariosQuick(t *testing.T) {
 					if g == nil || g.Runs < 10 || g.MakespanS[0] > g.MakespanS[1] || g.ThroughputRPS[0] > g.ThroughputRPS[1] || r.Detail.RangeGoal == "" {
 						t.Errorf("%s: range %+v, goal %q", r.Algorithm, g, r.Detail.RangeGoal)
 					}
+					// The interval holds the runs it comes from, all of which details.json has.
+					rg, x := g.ThroughputRPS, r.Detail.ModelExtremes
+					if rep.Metric == Makespan {
+						rg = g.MakespanS
+					}
+					if x == nil || len(r.Detail.ModelRuns) != g.Runs || x[0] < rg[0] || x[1] > rg[1] || x[0] > x[1] {
+						t.Errorf("%s: range %v, the runs' extremes %v of %d runs", r.Algorithm, rg, x, len(r.Detail.ModelRuns))
+					}
 					// A traced row (its jitter on record) has the model's check on its own run.
 					if o := r.Detail.OwnRange; r.Detail.Jitter != "" && !strings.Contains(r.Algorithm, "backlog") && !strings.Contains(r.Algorithm, "hedge") && !strings.Contains(r.Algorithm, "(advise)") &&
 						(o == nil || o.Runs != g.Runs || o.MakespanS[0] > o.MakespanS[1] || o.MakespanS[0] <= 0) {

@@ -34,18 +34,26 @@ type Figures struct {
 	PickCPUPct float64 `json:"pick_cpu_pct,omitempty"`
 	// Source says where a seed figure comes from when the row is not the seed's own setup.
 	Source string `json:"source,omitempty"`
-	// Range is the prediction as a range (predicted figures only): the smallest and largest
-	// value over the model's runs with different seeds, each drawing the jitter measured on
-	// this machine; the figures above are then the runs' medians.
+	// Range is the prediction as a range (predicted figures only): the interval the model's
+	// runs with different seeds give (FigureRange), each drawing the jitter measured on this
+	// machine; the figures above are then the runs' medians.
 	Range *FigureRange `json:"range,omitempty"`
 }
 
-// FigureRange is a prediction's [min, max] per figure over Runs runs.
+// FigureRange is a prediction's interval per figure from Runs runs: the makespan's and the
+// throughput's as sim.Interval gives them (the runs' extremes, widened where they say too
+// little: a quantized makespan's top quantum, a few runs of a continuous figure), the split's
+// the runs' smallest and largest share.
 type FigureRange struct {
 	MakespanS     [2]float64            `json:"makespan_s"`
 	ThroughputRPS [2]float64            `json:"throughput_rps"`
 	SplitPct      map[string][2]float64 `json:"split_pct,omitempty"`
 	Runs          int                   `json:"runs"`
+
+	// extremes are the runs' own smallest and largest makespan and throughput, values every
+	// run's (in seed order): details.json's model_extremes and model_runs.
+	extremes [2][2]float64
+	values   [2][]float64
 }
 
 // Result is one row: one algorithm (or proxy) under one variant of the load.
@@ -123,6 +131,12 @@ type Detail struct {
 	// DrewFrom says which measured runs the row's range drew from (how many, their flow-stall
 	// shares, and the row's own).
 	DrewFrom string `json:"drew_from,omitempty"`
+	// ModelExtremes are the smallest and largest figure (the scenario's metric) of the runs
+	// the row's range comes from, and ModelRuns every run's, in seed order: how the interval
+	// (Predicted's range) stands against the runs' extremes, and how the extremes move with
+	// the number of runs (the first n of them are the range of n runs).
+	ModelExtremes *[2]float64 `json:"model_extremes,omitempty"`
+	ModelRuns     []float64   `json:"model_runs,omitempty"`
 	// Jitter is the delays measured on this row's own requests (seed 001's rows), to hold
 	// against the calibration the prediction drew from.
 	Jitter string `json:"jitter,omitempty"`
@@ -360,6 +374,16 @@ func judgeRange(m Metric, row *Result) (inside, judged bool) {
 		rel = 100 * width / med
 	}
 	w := fmt.Sprintf("width "+f+" %s (%.1f%%)", width, unit, rel)
+	ext, vals := g.extremes[1], g.values[1]
+	if m == Makespan {
+		ext, vals = g.extremes[0], g.values[0]
+	}
+	if len(vals) > 0 {
+		row.Detail.ModelExtremes, row.Detail.ModelRuns = &ext, vals
+		if ext != rg {
+			w += fmt.Sprintf(", the %d runs' extremes ["+f+", "+f+"]", g.Runs, ext[0], ext[1])
+		}
+	}
 	sp := ""
 	spread := row.Detail.Spread
 	fs := f // a makespan's spread may be a fraction of a millisecond

@@ -224,8 +224,8 @@ func rangeNote(r *Report) string {
 	case spread > 0:
 		rep = fmt.Sprintf(" (%d of %d rows have a measured spread: details.json spread_from)", spread, n)
 	}
-	return fmt.Sprintf("%d of %d rows measured inside the model's range (the goal: all)%s%s; each range is the model's smallest and largest figure over %d runs with different seeds, each run drawing every request's delays from those measured in this scenario (the jitter notes) and the stalls",
-		in, n, rep, dist, runsOf(r))
+	return fmt.Sprintf("%d of %d rows measured inside the model's range (the goal: all)%s%s; each range is the prediction interval of %d model runs with different seeds (sim.Interval: their smallest and largest figure, a quantized makespan's ends at its fewest and most quanta moved by every run's hops around them, a continuous figure's widened to its normal %.0f%% prediction interval where that is wider; details.json has the runs' extremes and figures), each run drawing every request's delays from those measured in this scenario (the jitter notes) and the stalls",
+		in, n, rep, dist, runsOf(r), 100*sim.Coverage)
 }
 
 func runsOf(r *Report) int {

@@ -508,3 +508,46 @@ func TestTimerAtBoundaries(t *testing.T) {
 		}
 	}
 }
+
+// TestSharedPause: a machine stall is one delay shared by every request in flight when it
+// falls, not a delay each request draws for itself. Eight requests in flight together, alike
+// in every hop, are answered at the same moment however the stalls fall; the same mean
+// delay drawn per request's forward hop spreads them apart.
+func TestSharedPause(t *testing.T) {
+	ms := time.Millisecond
+	base := Scenario{Name: "t", Concurrency: 8, Requests: 8, Backends: []Backend{{ID: "A", Workers: 8, Service: Fixed(10 * ms)}}}
+	for _, c := range []struct {
+		name   string
+		jitter Jitter
+		shared bool
+	}{
+		{"stalls", Jitter{StallRate: 400, Stall: Dist{Q: []time.Duration{2 * ms}}}, true},
+		{"per-request forward", Jitter{Forward: Dist{Q: []time.Duration{0, 4 * ms}}}, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ideal := runScenario(t, base, "roundrobin").Latency.Max
+			sc := base
+			sc.Jitter = &c.jitter
+			delayed, apart := 0, 0
+			for seed := range uint64(50) {
+				sc.RandSeed = seed
+				l := runScenario(t, sc, "roundrobin").Latency
+				if l.Max > ideal {
+					delayed++
+				}
+				if l.P50 != l.Max {
+					apart++
+				}
+			}
+			if delayed < 15 {
+				t.Errorf("%d of 50 runs delayed at all", delayed)
+			}
+			if c.shared && apart > 0 {
+				t.Errorf("%d of 50 runs answered the requests at different moments: a shared stall delays them together", apart)
+			}
+			if !c.shared && apart < 25 {
+				t.Errorf("%d of 50 runs spread the requests apart: per-request draws should", apart)
+			}
+		})
+	}
+}
