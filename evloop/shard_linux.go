@@ -297,7 +297,9 @@ func (f *FD) Detach() int {
 	return fd
 }
 
-// Read reads into p with one raw read(2). It returns io.EOF at the end of the stream and
+// Read reads into p with one raw recvfrom(2) (read(2) for a descriptor that is not a socket:
+// recvfrom skips the file layer read goes through, which costs as much again as the
+// call's own entry). It returns io.EOF at the end of the stream and
 // ErrAgain when nothing is there (clearing Ready's Readable); a short read clears it too: the
 // socket was drained, and bytes that arrive later raise a new edge. Unless the peer's close
 // was reported (Hangup): its edge came already, and the end of the stream still waits behind
@@ -307,7 +309,10 @@ func (f *FD) Read(p []byte) (int, error) {
 		return 0, nil
 	}
 	for {
-		r, _, e := syscall.RawSyscall(syscall.SYS_READ, uintptr(f.Fd), uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)))
+		r, _, e := syscall.RawSyscall6(syscall.SYS_RECVFROM, uintptr(f.Fd), uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)), 0, 0, 0)
+		if e == syscall.ENOTSOCK {
+			r, _, e = syscall.RawSyscall(syscall.SYS_READ, uintptr(f.Fd), uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)))
+		}
 		switch e {
 		case 0:
 			if r == 0 {
@@ -327,13 +332,17 @@ func (f *FD) Read(p []byte) (int, error) {
 	}
 }
 
-// Write writes as much of p as the socket takes with raw write(2)s. A write that leaves some
-// of p clears Ready's Writable (the socket is full; its next edge sets it); ErrAgain when
-// nothing was taken.
+// Write writes as much of p as the socket takes with raw sendto(2)s with MSG_NOSIGNAL (a
+// closed peer is EPIPE, not a SIGPIPE to the thread; write(2) for a descriptor that is not a
+// socket). A write that leaves some of p clears Ready's Writable (the socket is full; its next
+// edge sets it); ErrAgain when nothing was taken.
 func (f *FD) Write(p []byte) (int, error) {
 	w := 0
 	for w < len(p) {
-		r, _, e := syscall.RawSyscall(syscall.SYS_WRITE, uintptr(f.Fd), uintptr(unsafe.Pointer(&p[w])), uintptr(len(p)-w))
+		r, _, e := syscall.RawSyscall6(syscall.SYS_SENDTO, uintptr(f.Fd), uintptr(unsafe.Pointer(&p[w])), uintptr(len(p)-w), syscall.MSG_NOSIGNAL, 0, 0)
+		if e == syscall.ENOTSOCK {
+			r, _, e = syscall.RawSyscall(syscall.SYS_WRITE, uintptr(f.Fd), uintptr(unsafe.Pointer(&p[w])), uintptr(len(p)-w))
+		}
 		switch e {
 		case 0:
 			w += int(r)
