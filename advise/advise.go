@@ -94,7 +94,9 @@ type Predicted struct {
 	ErrorsPct     float64            `json:"errors_pct"`
 }
 
-// Range is each figure's smallest and largest value over a choice's runs.
+// Range is the interval each figure of a fresh run is predicted in: for throughput and
+// makespan sim's prediction interval over the choice's runs (sim.Range.Predicted, as the lab
+// states its rows' ranges), for the others their smallest and largest value over the runs.
 type Range struct {
 	ThroughputRPS [2]float64            `json:"throughput_rps"`
 	MakespanS     [2]float64            `json:"makespan_s"`
@@ -308,11 +310,12 @@ func replay(ctx context.Context, in *input, opt Options) (Advice, error) {
 		if js := opt.Jitters; len(js) > 0 {
 			vary = func(k int, sc *sim.Scenario) { sc.Jitter = js[k%len(js)] }
 		}
-		rg, err := sim.RunRangeOf(in.apply(s), alg, runs, vary)
+		sc := in.apply(s)
+		rg, err := sim.RunRangeOf(sc, alg, runs, vary)
 		if err != nil {
 			return fmt.Errorf("advise: %s with %s: %w", alg, s, err)
 		}
-		choices = append(choices, choiceOf(alg, s, rg, alg == in.balancer && s == in.current))
+		choices = append(choices, choiceOf(sc, alg, s, rg, alg == in.balancer && s == in.current))
 		return nil
 	}
 	// Every balancer with the current settings, then the grid for the best few and the current.
@@ -360,7 +363,8 @@ func replay(ctx context.Context, in *input, opt Options) (Advice, error) {
 	return adv, nil
 }
 
-func choiceOf(alg string, s Settings, rg sim.Range, current bool) Choice {
+func choiceOf(sc sim.Scenario, alg string, s Settings, rg sim.Range, current bool) Choice {
+	makespan, rate := rg.Predicted(sc)
 	c := Choice{Balancer: alg, Settings: s, Current: current, rg: rg,
 		Predicted: Predicted{
 			ThroughputRPS: round(rg.ThroughputRPS.Median, 1), MakespanS: round(rg.MakespanS.Median, 4),
@@ -368,7 +372,7 @@ func choiceOf(alg string, s Settings, rg sim.Range, current bool) Choice {
 			FailedPct: round(rg.FailedPct.Median, 2), ErrorsPct: round(rg.ErrorsPct.Median, 2), SharePct: map[string]float64{},
 		},
 		Range: Range{
-			ThroughputRPS: pair(rg.ThroughputRPS, 1), MakespanS: pair(rg.MakespanS, 4), P50Ms: pair(rg.P50Ms, 3),
+			ThroughputRPS: roundPair(rate, 1), MakespanS: roundPair(makespan, 4), P50Ms: pair(rg.P50Ms, 3),
 			P99Ms: pair(rg.P99Ms, 3), QueueMs: pair(rg.QueueMs, 3), SharePct: map[string][2]float64{},
 		},
 	}
@@ -385,7 +389,11 @@ func round(x float64, digits int) float64 {
 }
 
 func pair(s sim.Spread, digits int) [2]float64 {
-	return [2]float64{round(s.Min, digits), round(s.Max, digits)}
+	return roundPair([2]float64{s.Min, s.Max}, digits)
+}
+
+func roundPair(p [2]float64, digits int) [2]float64 {
+	return [2]float64{round(p[0], digits), round(p[1], digits)}
 }
 
 // figure is a choice's objective figure over its runs.
@@ -504,9 +512,9 @@ func verdict(best, cur Choice, obj Objective) string {
 		s := figure(c, obj)
 		switch obj {
 		case Throughput:
-			return fmt.Sprintf("%.0f req/s [%.0f, %.0f]", s.Median, s.Min, s.Max)
+			return fmt.Sprintf("%.0f req/s [%.0f, %.0f]", s.Median, c.Range.ThroughputRPS[0], c.Range.ThroughputRPS[1])
 		case Makespan:
-			return fmt.Sprintf("%.3f s [%.3f, %.3f]", s.Median, s.Min, s.Max)
+			return fmt.Sprintf("%.3f s [%.3f, %.3f]", s.Median, c.Range.MakespanS[0], c.Range.MakespanS[1])
 		}
 		return fmt.Sprintf("p99 %s [%s, %s]", fmtMs(s.Median), fmtMs(s.Min), fmtMs(s.Max))
 	}

@@ -401,6 +401,7 @@ func predict(o Options, sc sim.Scenario, algorithm string, js []*sim.Jitter) (Fi
 	for i, res := range rg.Results {
 		makespans[i], rates[i] = res.Makespan.Seconds(), res.Throughput
 	}
+	makespanIv, rateIv := rg.Predicted(sc)
 	f := Figures{
 		ThroughputRPS: rg.ThroughputRPS.Median,
 		MakespanS:     rg.MakespanS.Median,
@@ -408,8 +409,8 @@ func predict(o Options, sc sim.Scenario, algorithm string, js []*sim.Jitter) (Fi
 		P50Ms:         rg.P50Ms.Median,
 		P99Ms:         rg.P99Ms.Median,
 		Range: &FigureRange{
-			MakespanS:     sim.Interval(makespans, sim.Quantum(sc).Seconds()),
-			ThroughputRPS: sim.Interval(rates, 0),
+			MakespanS:     makespanIv,
+			ThroughputRPS: rateIv,
 			SplitPct:      map[string][2]float64{},
 			Runs:          rg.Runs,
 			extremes:      [2][2]float64{{rg.MakespanS.Min, rg.MakespanS.Max}, {rg.ThroughputRPS.Min, rg.ThroughputRPS.Max}},

@@ -162,6 +162,18 @@ func Summarise(sc Scenario, algorithm string, results []Result) Range {
 	return rg
 }
 
+// Predicted is the interval a fresh run of sc's makespan (seconds) and throughput (req/s) is
+// predicted in from rg's runs of it (Interval: the makespan in sc's Quantum). The lab, advise
+// and `ballast sim --runs` all state this interval as a row's or a choice's range.
+func (rg Range) Predicted(sc Scenario) (makespanS, throughputRPS [2]float64) {
+	makespans := make([]float64, len(rg.Results))
+	rates := make([]float64, len(rg.Results))
+	for i, res := range rg.Results {
+		makespans[i], rates[i] = res.Makespan.Seconds(), res.Throughput
+	}
+	return Interval(makespans, Quantum(sc).Seconds()), Interval(rates, 0)
+}
+
 // Coverage is the share of fresh runs a prediction interval of a continuous figure is meant
 // to hold (Interval without a quantum).
 const Coverage = 0.99

@@ -25,7 +25,8 @@ type simJSONResult struct {
 	MakespanS     float64        `json:"makespan_s"`
 	ThroughputRPS float64        `json:"throughput_rps"`
 	Split         map[string]int `json:"split"`
-	// Range is [min, max] over the runs, with --runs only (the figures above are then the
+	// Range is the interval a fresh run is predicted in (sim.Range.Predicted, as the lab's
+	// rows state it), with --runs only (the figures above are then the
 	// runs' medians and the split the median run's).
 	Range *simJSONRange `json:"range,omitempty"`
 }
@@ -136,17 +137,17 @@ func simRanges(sc sim.Scenario, names []string, n int, asJSON bool, stdout, stde
 				med = r
 			}
 		}
+		makespan, rate := rg.Predicted(sc)
 		doc.Results = append(doc.Results, simJSONResult{Algorithm: name, MakespanS: rg.MakespanS.Median, ThroughputRPS: rg.ThroughputRPS.Median,
-			Split: med.Split, Range: &simJSONRange{MakespanS: [2]float64{rg.MakespanS.Min, rg.MakespanS.Max},
-				ThroughputRPS: [2]float64{rg.ThroughputRPS.Min, rg.ThroughputRPS.Max}}})
+			Split: med.Split, Range: &simJSONRange{MakespanS: makespan, ThroughputRPS: rate}})
 		if !asJSON {
 			var split []string
 			for _, b := range sc.Backends[:min(len(sc.Backends), 4)] {
 				sp := rg.SplitPct[b.ID]
 				split = append(split, fmt.Sprintf("%s %.0f [%.0f, %.0f]", b.ID, sp.Median, sp.Min, sp.Max))
 			}
-			fmt.Fprintf(tw, "%s\t%.3f [%.3f, %.3f]\t%.1f [%.1f, %.1f]\t%s\n", name, rg.MakespanS.Median, rg.MakespanS.Min, rg.MakespanS.Max,
-				rg.ThroughputRPS.Median, rg.ThroughputRPS.Min, rg.ThroughputRPS.Max, strings.Join(split, " / "))
+			fmt.Fprintf(tw, "%s\t%.3f [%.3f, %.3f]\t%.1f [%.1f, %.1f]\t%s\n", name, rg.MakespanS.Median, makespan[0], makespan[1],
+				rg.ThroughputRPS.Median, rate[0], rate[1], strings.Join(split, " / "))
 		}
 	}
 	if asJSON {
